@@ -1,0 +1,19 @@
+"""rundash: navigation and the shared sidebar (run selector, directories, problems).
+
+Start: `streamlit run app.py -- DIR...` (or RUNDASH_DIRS); with no directory, the built-in demo.
+"""
+import streamlit as st
+
+from pages import _ui
+from rundash_core import streamlit_cache as sc
+
+st.set_page_config(page_title="rundash", page_icon="📈", layout="wide")
+
+dirs, roots, is_demo = sc.startup()
+run = _ui.sidebar(dirs, roots, is_demo)
+
+nav = st.navigation([
+    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("pages/config.py", title="Config", icon=":material/settings:"),
+])
+nav.run()

@@ -1,0 +1,141 @@
+"""Small named UI blocks shared by the pages: sidebar, run card, problems, empty states.
+
+Everything shown here comes from rundash_core frames; run-provided text goes through st.code,
+st.dataframe or `md_escape`, never raw HTML.
+"""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from rundash_core import streamlit_cache as sc
+from rundash_core.present import fold_list, format_duration, format_time, md_escape, step_headline
+from rundash_core.run import Run
+from rundash_core.settings import check_added_dir
+
+STATUS_ICON = {"running": "🟢", "completed": "✅", "stopped": "⏹️", "unknown": "❔"}
+
+
+def all_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*dirs, *st.session_state.get("extra_dirs", [])]))
+
+
+def runs_list() -> "tuple":
+    """The runs frame for this session's directories."""
+    return sc.runs_frame(all_dirs(st.session_state["_dirs"]))
+
+
+def select_run(run_id: str) -> None:
+    """Make `run_id` the selected run for every page and the URL (`?run=`)."""
+    st.session_state["run_id"] = run_id
+    st.session_state["sidebar_run"] = run_id
+    st.query_params["run"] = run_id
+
+
+def _on_sidebar_change() -> None:
+    select_run(st.session_state["sidebar_run"])
+
+
+def sidebar(dirs: tuple[str, ...], roots: tuple[str, ...], is_demo: bool) -> Run | None:
+    """Run selector, directories and problems; returns the selected run (or None)."""
+    st.session_state["_dirs"] = dirs
+    runs = runs_list()
+    ids = list(runs["run_id"])
+    wanted = st.session_state.get("run_id") or st.query_params.get("run")
+    if wanted and wanted not in ids:
+        st.sidebar.warning(f"Run `{md_escape(wanted)}` is not in the tracked directories.")
+        wanted = None
+    run_id = wanted or (ids[0] if ids else None)
+    with st.sidebar:
+        st.markdown("### rundash")
+        if is_demo:
+            st.caption("Showing the built-in demo runs. Start with `streamlit run app.py -- DIR` for yours.")
+        if run_id is None:
+            st.info("No runs found in the tracked directories.")
+        else:
+            st.session_state["run_id"] = run_id
+            st.session_state["sidebar_run"] = run_id
+            st.query_params["run"] = run_id
+            labels = dict(zip(runs["run_id"], runs["status"]))
+            st.selectbox("Run", ids, key="sidebar_run", on_change=_on_sidebar_change,
+                         format_func=lambda r: f"{STATUS_ICON.get(labels.get(r), '')} {r}")
+        _directories(dirs, roots)
+    if run_id is None:
+        return None
+    row = runs[runs["run_id"] == run_id].iloc[0]
+    run = sc.get_run(row["path"], run_id)
+    _problems(run)
+    return run
+
+
+def _directories(dirs: tuple[str, ...], roots: tuple[str, ...]) -> None:
+    with st.expander("Directories"):
+        for d in all_dirs(dirs):
+            st.code(d, language="text")
+        with st.form("add_dir", clear_on_submit=True, border=False):
+            path = st.text_input("Add a directory", placeholder=roots[0] if roots else "")
+            if st.form_submit_button("Add") and path:
+                full, err = check_added_dir(path, list(roots))
+                if err:
+                    st.error(err)
+                else:
+                    extra = st.session_state.setdefault("extra_dirs", [])
+                    if full not in extra:
+                        extra.append(full)
+                    st.rerun()
+        st.caption("Allowed roots: " + ", ".join(f"`{md_escape(r)}`" for r in roots))
+
+
+def _problems(run: Run) -> None:
+    try:
+        problems = run.problems()
+    except Exception as e:  # never let a reader error take the page down
+        problems = []
+        st.sidebar.error(f"Could not check this run's files: {type(e).__name__}")
+    if problems:
+        with st.sidebar.expander(f"⚠️ {len(problems)} file problem{'s' * (len(problems) > 1)}", expanded=False):
+            for p in problems:
+                st.code(str(p), language="text", wrap_lines=True)
+
+
+def current_run() -> Run | None:
+    """The run chosen in the sidebar (pages call this; it never parses anything itself)."""
+    run_id = st.session_state.get("run_id")
+    if not run_id:
+        return None
+    runs = runs_list()
+    match = runs[runs["run_id"] == run_id]
+    return None if match.empty else sc.get_run(match.iloc[0]["path"], run_id)
+
+
+def empty_state(message: str) -> None:
+    st.info(message)
+
+
+def run_card(run: Run) -> None:
+    """The run card: step headline, status, duration (ticking while running), model, resumes,
+    envs, created. Re-runs by itself every second while the run is live."""
+    ov = run.overview()
+    interval = 1.0 if ov.status == "running" else None
+
+    @st.fragment(run_every=interval)
+    def _card() -> None:
+        o = run.overview() if interval else ov
+        st.markdown(f"## {md_escape(step_headline(o.step, o.max_steps))}")
+        st.caption(f"{md_escape(o.name)} · {o.kind} · {o.flavor}")
+        cols = st.columns(7)
+        cols[0].metric("STATUS", f"{STATUS_ICON.get(o.status, '')} {o.status}")
+        duration = o.duration_s
+        if o.status == "running" and o.started is not None:
+            duration = time.time() - o.started.timestamp()
+        cols[1].metric("DURATION", format_duration(duration))
+        cols[2].metric("MODEL", o.model or "n/a", help=md_escape(o.model) if o.model else None)
+        cols[3].metric("RESUMES", max(o.attempts - 1, 0), help=f"{o.attempts} attempt(s)")
+        cols[4].metric("TRAIN ENVS", fold_list(o.train_envs),
+                       help=", ".join(md_escape(e) for e in o.train_envs) or None)
+        cols[5].metric("EVAL ENVS", fold_list(o.eval_envs),
+                       help=", ".join(md_escape(e) for e in o.eval_envs) or None)
+        cols[6].metric("CREATED", format_time(o.created))
+
+    _card()

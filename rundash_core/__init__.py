@@ -1,0 +1,13 @@
+"""rundash_core: LLM RL training run directories as pandas frames.
+
+    import rundash_core as rd
+    runs = rd.discover(["outputs/"])
+    run = rd.open_run(runs.path[0])
+    run.metrics()          # tidy: step, time, metric, value, producer
+"""
+from .discover import discover, list_runs
+from .run import KINDS, Overview, Problem, Run, RunError
+from .sources import open_run
+
+__all__ = ["discover", "list_runs", "open_run", "Run", "Overview", "Problem", "RunError", "KINDS"]
+__version__ = "0.1.0"

@@ -1,0 +1,100 @@
+"""One process-wide cache shared by every session and notebook call.
+
+Entries are parsed file state (metric stores, parsed config files) keyed by the file's path and
+identity; an entry that keeps following its file (a `MetricStore`) reports its current size, so
+the bound holds as runs grow. Least-recently-used entries are evicted past the byte limit
+(`RUNDASH_CACHE_BYTES`, default 2 GiB).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import OrderedDict
+from typing import Any, Callable
+
+DEFAULT_LIMIT = 2 << 30
+
+
+def _sizeof(value: Any) -> int:
+    n = getattr(value, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    if hasattr(value, "memory_usage"):
+        return int(value.memory_usage(index=True, deep=True).sum())
+    return _deep_size(value)
+
+
+def _deep_size(obj: Any, depth: int = 0) -> int:
+    size = sys.getsizeof(obj)
+    if depth > 20:
+        return size
+    if isinstance(obj, dict):
+        size += sum(_deep_size(k, depth + 1) + _deep_size(v, depth + 1) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        size += sum(_deep_size(v, depth + 1) for v in obj)
+    return size
+
+
+class LRUCache:
+    """A thread-safe LRU map bounded by the total byte size of its values."""
+
+    def __init__(self, limit_bytes: int = DEFAULT_LIMIT):
+        self.limit = limit_bytes
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.RLock()
+        self.hits = 0
+        self.misses = 0
+
+    def get_or_create(self, key: Any, factory: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+            self.misses += 1
+        value = factory()
+        with self._lock:
+            value = self._items.setdefault(key, value)
+            self._items.move_to_end(key)
+            self.evict()
+            return value
+
+    def evict(self) -> None:
+        """Drop least-recently-used entries until the total size is within the limit."""
+        with self._lock:
+            sizes = {k: _sizeof(v) for k, v in self._items.items()}
+            total = sum(sizes.values())
+            while total > self.limit and len(self._items) > 1:
+                key, _ = self._items.popitem(last=False)
+                total -= sizes.pop(key)
+
+    def discard(self, key: Any) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    @property
+    def total_bytes(self) -> int:
+        with self._lock:
+            return sum(_sizeof(v) for v in self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._items
+
+
+def _limit_from_env() -> int:
+    raw = os.environ.get("RUNDASH_CACHE_BYTES", "")
+    try:
+        return int(float(raw)) if raw else DEFAULT_LIMIT
+    except ValueError:
+        return DEFAULT_LIMIT
+
+
+shared = LRUCache(_limit_from_env())

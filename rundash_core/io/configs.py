@@ -1,0 +1,48 @@
+"""Reading config files (JSON, TOML, plain text) through the shared cache.
+
+A file that cannot be parsed is still returned as its text, with the reason, so the Config page
+can show it and the run lists the problem.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import dataclass
+
+from .. import cache
+from .files import describe_unreadable, file_id, read_text
+
+MAX_CONFIG_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    path: str
+    value: object  # dict/list for parsed JSON, dict for TOML, str for text or unparseable files
+    error: str | None = None  # why it could not be read or parsed
+
+
+def load_config_file(path: str) -> ConfigFile:
+    fid = file_id(path)
+    if fid is None:
+        return ConfigFile(path, None, describe_unreadable(path) if os.path.lexists(path) else "missing")
+    return cache.shared.get_or_create(("config", os.path.realpath(path), fid), lambda: _parse(path))
+
+
+def _parse(path: str) -> ConfigFile:
+    try:
+        text = read_text(path, MAX_CONFIG_BYTES)
+    except OSError as e:
+        return ConfigFile(path, None, describe_unreadable(path) or str(e))
+    if path.endswith(".json"):
+        try:
+            return ConfigFile(path, json.loads(text))
+        except ValueError as e:
+            return ConfigFile(path, text, f"invalid JSON ({e})")
+    if path.endswith(".toml"):
+        try:
+            tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            return ConfigFile(path, text, f"invalid TOML ({e})")
+    return ConfigFile(path, text)

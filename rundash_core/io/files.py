@@ -1,0 +1,111 @@
+"""File identity and safe, read-only file access.
+
+Every reader in rundash goes through these helpers so that a missing file, a broken symlink, a
+symlink loop or a directory where a file was expected becomes a value (or a named error), never a
+traceback, and so that nothing is ever opened for writing.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class FileId:
+    """What identifies one version of a file: (device, inode) say *which* file, size and
+    mtime_ns say *how far* it has been written. Used as cache keys and to detect appends."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+    def same_file(self, other: "FileId | None") -> bool:
+        return other is not None and (self.dev, self.ino) == (other.dev, other.ino)
+
+
+def file_id(path: str | os.PathLike) -> FileId | None:
+    """The FileId of a regular file, or None when it is missing, a broken link or not a file."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not _is_regular(st.st_mode):
+        return None
+    return FileId(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _is_regular(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
+
+
+def mtime(path: str | os.PathLike) -> float | None:
+    """mtime in epoch seconds, or None if the path cannot be stat'ed."""
+    try:
+        return os.stat(path).st_mtime
+    except (OSError, ValueError):
+        return None
+
+
+def describe_unreadable(path: str | os.PathLike) -> str:
+    """A short human sentence saying why a path cannot be read as a file."""
+    p = Path(path)
+    try:
+        if p.is_symlink() and not p.exists():
+            return "broken symlink"
+    except OSError as e:  # symlink loop and friends
+        return _os_error_text(e)
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        return _os_error_text(e)
+    if not _is_regular(st.st_mode):
+        return "not a regular file"
+    try:
+        with open(p, "rb"):
+            pass
+    except OSError as e:
+        return _os_error_text(e)
+    return "unreadable"
+
+
+def _os_error_text(e: OSError) -> str:
+    return e.strerror.lower() if e.strerror else type(e).__name__
+
+
+def read_range(path: str | os.PathLike, start: int, end: int | None = None) -> bytes:
+    """Bytes [start, end) of a file (end=None: to EOF). Raises OSError like open()."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return fh.read() if end is None else fh.read(max(0, end - start))
+
+
+def read_tail(path: str | os.PathLike, nbytes: int) -> tuple[bytes, int]:
+    """The last `nbytes` of a file and the offset they start at."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        start = max(0, size - nbytes)
+        fh.seek(start)
+        return fh.read(), start
+
+
+def read_text(path: str | os.PathLike, limit: int = 8 << 20) -> str:
+    """A small text file, decoded leniently (bad UTF-8 becomes U+FFFD, NUL bytes are dropped)."""
+    data = read_range(path, 0, limit)
+    return data.replace(b"\x00", b"").decode("utf-8", errors="replace")
+
+
+def is_within(path: str | os.PathLike, roots: list[str | os.PathLike]) -> bool:
+    """True when `path` resolves (symlinks followed) to a location under one of `roots`."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
+    for root in roots:
+        r = os.path.realpath(root)
+        if real == r or real.startswith(r.rstrip(os.sep) + os.sep):
+            return True
+    return False

@@ -1,0 +1,363 @@
+"""prime-rl run directories (`../shared/formats/prime-rl.md`), every layout newest first.
+
+A run is `<output_dir>/<run.dir>` with numbered attempts (`configs/attempt_N`, `logs/attempt_N`)
+and `latest` links; metrics are `monitors/file/metrics.jsonl` (or the legacy `metrics.jsonl`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+import numpy as np
+import pandas as pd
+
+from .. import cache
+from ..io.configs import load_config_file
+from ..io.files import mtime, read_range, read_tail
+from ..metricstore import MetricStore, empty_tidy
+from ..run import Overview, Problem, Run, derive_status, utc
+
+MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
+METRICS_PATHS = ("monitors/file/metrics.jsonl", "metrics.jsonl")
+_ATTEMPT = re.compile(r"^attempt_(\d+)$")
+_NAME = re.compile(r"^(?P<envs>[^-].*?)--(?P<model>.+?)(?:--(?P<harness>[^-]+))?--(?P<id>[0-9a-f]{8})$")
+_RESOLVED_ORDER = ("rl.json", "sft.json", "orchestrator.json", "trainer.json", "inference.json", "eval.json")
+
+
+def is_run_dir(path: str) -> bool:
+    """A non-hidden directory holding one of configs/, logs/, monitors/, traces.jsonl."""
+    if os.path.basename(path.rstrip(os.sep)).startswith("."):
+        return False
+    return any(os.path.lexists(os.path.join(path, m)) for m in MARKERS)
+
+
+def _attempt_numbers(folder: str) -> list[int]:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(int(m.group(1)) for n in names if (m := _ATTEMPT.match(n)))
+
+
+def _latest_attempt(folder: str) -> int | None:
+    """Resolve `<folder>/latest`: a symlink, or (copied without links) a file naming the target."""
+    link = os.path.join(folder, "latest")
+    target = None
+    if os.path.islink(link):
+        target = os.path.basename(os.readlink(link).rstrip("/"))
+    elif os.path.isfile(link):
+        try:
+            target = read_range(link, 0, 256).decode("utf-8", "replace").strip()
+        except OSError:
+            target = None
+    m = _ATTEMPT.match(target or "")
+    if m and os.path.isdir(os.path.join(folder, m.group(0))):
+        return int(m.group(1))
+    numbers = _attempt_numbers(folder)
+    return numbers[-1] if numbers else None
+
+
+class PrimeRLRun(Run):
+    kind = "prime-rl"
+
+    # Files ---------------------------------------------------------------------------------------
+    def _p(self, *parts: str) -> str:
+        return os.path.join(self.path, *parts)
+
+    def metrics_path(self) -> str | None:
+        for rel in METRICS_PATHS:
+            p = self._p(rel)
+            if os.path.lexists(p):
+                return p
+        return None
+
+    def attempts(self) -> list[int]:
+        nums = sorted(set(_attempt_numbers(self._p("configs"))) | set(_attempt_numbers(self._p("logs"))))
+        return nums or [1]
+
+    def latest_attempt(self) -> int | None:
+        return _latest_attempt(self._p("configs")) or _latest_attempt(self._p("logs"))
+
+    def _config_root(self, attempt: int | None) -> str:
+        """The folder holding command.txt / *.toml / resolved/ for an attempt, newest layout first."""
+        attempt = attempt or self.latest_attempt()
+        if attempt is not None and os.path.isdir(self._p("configs", f"attempt_{attempt}")):
+            return self._p("configs", f"attempt_{attempt}")
+        return self._p("configs")
+
+    def _resolved_dir(self, attempt: int | None = None) -> str:
+        root = self._config_root(attempt)
+        resolved = os.path.join(root, "resolved")
+        return resolved if os.path.isdir(resolved) else root
+
+    def config_files(self, attempt: int | None = None) -> list[str]:
+        """Paths of the attempt's config files: resolved JSONs first, then TOML and command.txt."""
+        resolved = self._resolved_dir(attempt)
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(resolved):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not _ATTEMPT.match(d) and d != "latest")
+            found += [os.path.join(dirpath, f) for f in filenames if f.endswith(".json")]
+        rank = {n: i for i, n in enumerate(_RESOLVED_ORDER)}
+        found.sort(key=lambda p: (os.path.dirname(p) != resolved, rank.get(os.path.basename(p), 99), p))
+        root = self._config_root(attempt)
+        extras = sorted(os.path.join(root, f) for f in _listdir(root) if f.endswith(".toml"))
+        if os.path.exists(os.path.join(root, "command.txt")):
+            extras.append(os.path.join(root, "command.txt"))
+        return found + extras
+
+    def configs(self, attempt: int | None = None) -> dict[str, object]:
+        root = self._config_root(attempt)
+        return {os.path.relpath(p, root): load_config_file(p).value for p in self.config_files(attempt)}
+
+    def _resolved(self, attempt: int | None = None) -> dict[str, dict]:
+        """Top-level resolved JSON objects by stem (`orchestrator`, `trainer`, `rl`, `sft`, ...)."""
+        resolved = self._resolved_dir(attempt)
+        out = {}
+        for f in _listdir(resolved):
+            if f.endswith(".json"):
+                value = load_config_file(os.path.join(resolved, f)).value
+                if isinstance(value, dict):
+                    out[f[:-5]] = value
+        return out
+
+    def config(self) -> dict:
+        """rl.json when present (the whole RLConfig), else {component: resolved config}."""
+        resolved = self._resolved()
+        if "rl" in resolved:
+            return resolved["rl"]
+        if "sft" in resolved and len(resolved) == 1:
+            return resolved["sft"]
+        return resolved
+
+    # Metrics -------------------------------------------------------------------------------------
+    def flavor(self) -> str:
+        resolved = os.listdir(self._resolved_dir()) if os.path.isdir(self._resolved_dir()) else []
+        if "sft.json" in resolved:
+            return "sft"
+        if {"orchestrator.json", "trainer.json", "rl.json"} & set(resolved):
+            return "rl"
+        if "eval.json" in resolved or (os.path.exists(self._p("traces.jsonl")) and not os.path.isdir(self._p("configs"))):
+            return "eval"
+        return "rl"
+
+    def store(self) -> MetricStore | None:
+        path = self.metrics_path()
+        if path is None:
+            return None
+        default = "trainer" if self.flavor() != "eval" else "eval"
+        store = cache.shared.get_or_create(
+            ("metrics", os.path.realpath(path)), lambda: MetricStore(path, default_producer=default))
+        store.refresh()
+        return store
+
+    def metrics(self) -> pd.DataFrame:
+        store = self.store()
+        return store.tidy() if store is not None else empty_tidy()
+
+    def metrics_wide(self, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:
+        store = self.store()
+        if store is None:
+            return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": []})
+        producers = [producer] if producer else [p for p in store.producers() if p in store.stepped]
+        frames = {p: store.wide(p, metrics=_unprefixed(metrics, p)) for p in producers}
+        return _join_producers(frames)
+
+    # Overview ------------------------------------------------------------------------------------
+    def _max_steps(self) -> int | None:
+        resolved = self._resolved()
+        for stem, path in (("orchestrator", ("max_steps",)), ("sft", ("max_steps",)), ("rl", ("max_steps",)),
+                           ("rl", ("orchestrator", "max_steps")), ("trainer", ("max_steps",))):
+            value = _get(resolved.get(stem), *path)
+            if isinstance(value, int):
+                return value
+        return None
+
+    def _model(self) -> str | None:
+        resolved = self._resolved()
+        for stem in ("orchestrator", "rl", "sft", "trainer", "eval"):
+            value = _get(resolved.get(stem), "model", "name")
+            if isinstance(value, str):
+                return value
+        m = _NAME.match(self.name)
+        return m.group("model") if m else None
+
+    def _envs(self) -> tuple[list[str], list[str]]:
+        resolved = self._resolved()
+        orch = resolved.get("orchestrator") or _get(resolved.get("rl"), "orchestrator") or resolved.get("eval") or {}
+        train = _source_names(_get(orch, "train", "source")) or _source_names(_get(orch, "env"))
+        evals = _source_names(_get(orch, "eval", "source")) or _source_names(_get(orch, "eval", "env"))
+        if not train and self.flavor() == "sft":
+            data = _get(resolved.get("sft"), "data", "name") or _get(resolved.get("sft"), "data", "dataset_name")
+            train = [data] if isinstance(data, str) else []
+        if not train:
+            m = _NAME.match(self.name)
+            if m and m.group("envs") != "no-env":
+                train = m.group("envs").split("+")
+        return train, evals
+
+    def updated(self) -> float | None:
+        """Max mtime over the metrics file, the latest logs and the trace stream (spec 7.1)."""
+        candidates = [self.metrics_path()]
+        logs = self._logs_dir()
+        candidates += [os.path.join(logs, f) for f in _listdir(logs) if f.endswith(".log")]
+        stream = self._p("monitors", "file", "traces", "stream")
+        candidates += [os.path.join(stream, f) for f in _listdir(stream)]
+        candidates.append(self._p("traces.jsonl"))
+        times = [t for c in candidates if c and (t := mtime(c)) is not None]
+        return max(times) if times else None
+
+    def _logs_dir(self) -> str:
+        n = _latest_attempt(self._p("logs"))
+        return self._p("logs", f"attempt_{n}") if n is not None else self._p("logs")
+
+    def _finished(self) -> bool:
+        if self.flavor() != "eval":
+            return False
+        stream = self._p("monitors", "file", "traces", "stream")
+        names = _listdir(stream)
+        return os.path.isdir(stream) and not any(n.endswith(".jsonl") for n in names)
+
+    def overview(self, *, full: bool = True, now: float | None = None) -> Overview:
+        """The run card. `full=False` reads only file tails (used by discovery over many runs)."""
+        store = self.store() if full else None
+        if store is not None:
+            step, started = store.max_step(), store.first_time
+        else:
+            step, started = self._tail_step(), self._head_time()
+        max_steps = self._max_steps()
+        updated = self.updated()
+        if started is None:
+            started = mtime(self._resolved_dir()) if os.path.isdir(self._p("configs")) else None
+        now = time.time() if now is None else now
+        status = derive_status(finished=self._finished(), updated=updated, step=step, max_steps=max_steps, now=now)
+        end = now if status == "running" else updated
+        train, evals = self._envs()
+        return Overview(
+            run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, status=status, step=step,
+            max_steps=max_steps, created=utc(mtime(self._p("configs")) or mtime(self.path)),
+            started=utc(started), updated=utc(updated),
+            duration_s=(end - started) if (end is not None and started is not None) else None,
+            model=self._model(), attempts=len(self.attempts()), train_envs=train, eval_envs=evals,
+            flavor=self.flavor(),
+        )
+
+    def _tail_step(self) -> int | None:
+        path = self.metrics_path()
+        for nbytes in (64 << 10, 1 << 20):
+            try:
+                data, start = read_tail(path, nbytes) if path else (b"", 0)
+            except OSError:
+                return None
+            steps = [s for s in (_row_step(line) for line in data.split(b"\n")) if s is not None]
+            if steps:
+                return max(steps)
+            if start == 0:
+                return None
+        return None
+
+    def _head_time(self) -> float | None:
+        path = self.metrics_path()
+        try:
+            head = read_range(path, 0, 64 << 10) if path else b""
+        except OSError:
+            return None
+        for line in head.split(b"\n")[:50]:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            t = row.get("time", row.get("_timestamp")) if isinstance(row, dict) else None
+            if isinstance(t, (int, float)):
+                return float(t)
+        return None
+
+    # Problems ------------------------------------------------------------------------------------
+    def problems(self) -> list[Problem]:
+        out: list[Problem] = []
+        path = self.metrics_path()
+        if path is None:
+            out.append(Problem(self._p(METRICS_PATHS[0]), "no metrics file yet (missing)"))
+        else:
+            store = self.store()
+            if store.tail.error:
+                out.append(Problem(path, store.tail.error))
+            elif store.tail.fid is not None and store.tail.offset == 0 and store.tail.pending_bytes == 0:
+                out.append(Problem(path, "empty file: no metric rows yet"))
+            out += [Problem(path, what, n, line) for what, n, line in store.tail.problems.items()]
+            out += [Problem(path, f"non-numeric values for key {k!r} ({t}; ignored)")
+                    for k, t in store.ignored_columns.items()]
+        for p in self.config_files():
+            err = load_config_file(p).error
+            if err:
+                out.append(Problem(p, err))
+        link = self._p("configs", "latest")
+        if os.path.islink(link) and not os.path.exists(link):
+            out.append(Problem(link, f"broken symlink (using attempt_{self.latest_attempt()})"))
+        return out
+
+
+def _row_step(line: bytes) -> int | None:
+    if b'"step"' not in line:
+        return None
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    step = row.get("step") if isinstance(row, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _get(obj, *keys):
+    for k in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(k)
+    return obj
+
+
+def _source_names(sources) -> list[str]:
+    if not isinstance(sources, list):
+        return []
+    names = []
+    for s in sources:
+        if isinstance(s, dict):
+            name = s.get("name") or _get(s, "env", "id") or s.get("id")
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+    return names
+
+
+def _unprefixed(metrics: list[str] | None, producer: str) -> list[str] | None:
+    if metrics is None:
+        return None
+    return [m.split(":", 1)[1] if m.startswith(producer + ":") else m for m in metrics]
+
+
+def _join_producers(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Outer-join per-producer wide frames on step; keys logged by several producers are
+    namespaced `producer:key` so the trainer's and orchestrator's `time/step` stay apart."""
+    frames = {p: f for p, f in frames.items() if len(f)}
+    if not frames:
+        return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": []})
+    seen: dict[str, int] = {}
+    for f in frames.values():
+        for c in f.columns[3:]:
+            seen[c] = seen.get(c, 0) + 1
+    out = None
+    for p, f in frames.items():
+        f = f.rename(columns={c: f"{p}:{c}" for c in f.columns[3:] if seen[c] > 1})
+        f = f.rename(columns={"time": f"time:{p}"}).drop(columns="time_first")
+        out = f if out is None else out.merge(f, on="step", how="outer")
+    tcols = [c for c in out.columns if c.startswith("time:")]
+    out.insert(1, "time", np.fmax.reduce(out[tcols].to_numpy(dtype=float), axis=1) if len(tcols) > 1 else out[tcols[0]])
+    out = out.drop(columns=tcols).sort_values("step", kind="stable").reset_index(drop=True)
+    return out
