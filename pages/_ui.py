@@ -18,7 +18,10 @@ STATUS_ICON = {"running": "🟢", "completed": "✅", "stopped": "⏹️", "unkn
 
 
 def all_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys([*dirs, *st.session_state.get("extra_dirs", [])]))
+    """Start directories plus this session's added ones (re-checked against the roots)."""
+    roots = list(st.session_state.get("_roots", ()))
+    extra = [d for d in st.session_state.get("extra_dirs", []) if check_added_dir(d, roots)[0]]
+    return tuple(dict.fromkeys([*dirs, *extra]))
 
 
 def runs_list() -> "tuple":
@@ -40,6 +43,7 @@ def _on_sidebar_change() -> None:
 def sidebar(dirs: tuple[str, ...], roots: tuple[str, ...], is_demo: bool) -> Run | None:
     """Run selector, directories and problems; returns the selected run (or None)."""
     st.session_state["_dirs"] = dirs
+    st.session_state["_roots"] = roots
     runs = runs_list()
     ids = list(runs["run_id"])
     wanted = st.session_state.get("run_id") or st.query_params.get("run")
