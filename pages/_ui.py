@@ -14,7 +14,6 @@ from rundash_core.present import fold_list, format_duration, format_time, md_esc
 from rundash_core.run import Run
 from rundash_core.settings import check_added_dir
 
-STATUS_ICON = {"running": "🟢", "completed": "✅", "stopped": "⏹️", "unknown": "❔"}
 
 
 def all_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
@@ -63,7 +62,7 @@ def sidebar(dirs: tuple[str, ...], roots: tuple[str, ...], is_demo: bool) -> Run
             st.query_params["run"] = run_id
             labels = dict(zip(runs["run_id"], runs["status"]))
             st.selectbox("Run", ids, key="sidebar_run", on_change=_on_sidebar_change,
-                         format_func=lambda r: f"{STATUS_ICON.get(labels.get(r), '')} {r}")
+                         format_func=lambda r: f"{r} · {labels.get(r, '')}")
         _directories(dirs, roots)
     if run_id is None:
         return None
@@ -117,6 +116,19 @@ def empty_state(message: str) -> None:
     st.info(message)
 
 
+STATUS_COLOR = {"running": "green", "completed": "blue", "stopped": "orange", "unknown": "gray"}
+
+
+def status_text(status: str) -> str:
+    return f":{STATUS_COLOR.get(status, 'gray')}[● {status}]"
+
+
+def field(col, label: str, value: str, help: str | None = None) -> None:
+    """One run-card field: a mono-caps label over a bold value (value text is escaped)."""
+    col.caption(label)
+    col.markdown(f"**{md_escape(value)}**", help=help)
+
+
 def run_card(run: Run) -> None:
     """The run card: step headline, status, duration (ticking while running), model, resumes,
     envs, created. Re-runs by itself every second while the run is live."""
@@ -128,18 +140,19 @@ def run_card(run: Run) -> None:
         o = run.overview() if interval else ov
         st.markdown(f"## {md_escape(step_headline(o.step, o.max_steps))}")
         st.caption(f"{md_escape(o.name)} · {o.kind} · {o.flavor}")
-        cols = st.columns(7)
-        cols[0].metric("STATUS", f"{STATUS_ICON.get(o.status, '')} {o.status}")
+        cols = st.columns([1.1, 1, 1.4, 0.8, 1.5, 1.2, 1.4])
+        cols[0].caption("STATUS")
+        cols[0].markdown(status_text(o.status))
         duration = o.duration_s
         if o.status == "running" and o.started is not None:
             duration = time.time() - o.started.timestamp()
-        cols[1].metric("DURATION", format_duration(duration))
-        cols[2].metric("MODEL", o.model or "n/a", help=md_escape(o.model) if o.model else None)
-        cols[3].metric("RESUMES", max(o.attempts - 1, 0), help=f"{o.attempts} attempt(s)")
-        cols[4].metric("TRAIN ENVS", fold_list(o.train_envs),
-                       help=", ".join(md_escape(e) for e in o.train_envs) or None)
-        cols[5].metric("EVAL ENVS", fold_list(o.eval_envs),
-                       help=", ".join(md_escape(e) for e in o.eval_envs) or None)
-        cols[6].metric("CREATED", format_time(o.created))
+        field(cols[1], "DURATION", format_duration(duration))
+        field(cols[2], "MODEL", o.model or "n/a")
+        field(cols[3], "RESUMES", str(max(o.attempts - 1, 0)), help=f"{o.attempts} attempt(s)")
+        field(cols[4], "TRAIN ENVS", fold_list(o.train_envs),
+              help=", ".join(md_escape(e) for e in o.train_envs) if len(o.train_envs) > 2 else None)
+        field(cols[5], "EVAL ENVS", fold_list(o.eval_envs),
+              help=", ".join(md_escape(e) for e in o.eval_envs) if len(o.eval_envs) > 2 else None)
+        field(cols[6], "CREATED", format_time(o.created))
 
     _card()

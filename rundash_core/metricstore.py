@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from .io.jsonl import JsonlTail, LineProblems
 
+_COW = int(pd.__version__.split(".")[0]) >= 3 or pd.options.mode.copy_on_write is True
 _RESERVED = ("step", "time", "_timestamp", "producer")
 _TRAINER_KEY = re.compile(
     r"^(perf|optim|loss|entropy|system|mismatch_kl|kl_ent_ratio|is_masked|masked_|unmasked_|max_vio|routing_|ref_kl|val)[/_]?")
@@ -117,10 +118,12 @@ def coerce_metric_row(row: dict, line: int, problems: LineProblems) -> dict | No
 class MetricStore:
     """Follows one metrics JSONL file and keeps its merged rows; thread-safe."""
 
-    def __init__(self, path: str, *, default_producer: str = "trainer", timed_producer: str = "orch"):
+    def __init__(self, path: str, *, default_producer: str = "trainer", timed_producer: str = "orch",
+                 infer_producer: bool = True):
         self.tail = JsonlTail(path, coerce_row=coerce_metric_row)
         self.default_producer = default_producer
         self.timed_producer = timed_producer
+        self.infer_producer = infer_producer  # False: every legacy row is default_producer's (sft, eval)
         self.lock = threading.RLock()
         self.version = 0
         self._reset()
@@ -219,6 +222,8 @@ class MetricStore:
 
     def _infer_producers(self, table: pa.Table, rows: np.ndarray, step: np.ndarray) -> np.ndarray:
         """Legacy rows without `producer` (prime-rl spec 4.6)."""
+        if not self.infer_producer:  # rule 1: an sft run's rows are all the trainer's
+            return np.full(int(rows.sum()), self.default_producer, dtype=object)
         has_trainer = np.zeros(table.num_rows, bool)
         has_orch = np.zeros(table.num_rows, bool)
         for name in table.column_names:
@@ -230,8 +235,6 @@ class MetricStore:
             elif _ORCH_KEY.match(name):
                 has_orch |= valid
         out = np.where(has_trainer, "trainer", np.where(has_orch, "orch", self.default_producer))
-        if self.default_producer != "trainer":  # sft: everything is the trainer
-            out[:] = self.default_producer
         out = np.where(step < 0, self.timed_producer, out)
         return out[rows].astype(object)
 
@@ -297,11 +300,11 @@ class MetricStore:
     def tidy(self) -> pd.DataFrame:
         """One row per (producer, step, metric) plus one per time-keyed (row, metric)."""
         with self.lock:
-            if self._tidy is not None and self._tidy[0] == self.version:
-                return self._tidy[1]
-            frame = self._build_tidy()
-            self._tidy = (self.version, frame)
-            return frame
+            if self._tidy is None or self._tidy[0] != self.version:
+                self._tidy = (self.version, self._build_tidy())
+            # a copy: callers may modify what they get without touching the cached frame (cheap
+            # under copy-on-write, which pandas 3 always uses)
+            return self._tidy[1].copy(deep=not _COW)
 
     def _build_tidy(self) -> pd.DataFrame:
         categories: dict[str, int] = {}

@@ -73,10 +73,10 @@ class Reference:
         c = Counter()
         for (p, s), vals in self.stepped.items():
             for m, v in vals.items():
-                c[(p, s, m, v, self.step_time[(p, s)])] += 1
+                c[(p, s, m, v, _t(self.step_time[(p, s)]))] += 1
         for p, t, vals in self.timed:
             for m, v in vals.items():
-                c[(p, None, m, v, t)] += 1
+                c[(p, None, m, v, _t(t))] += 1
         return c
 
     def max_step(self):
@@ -101,6 +101,14 @@ def parse_row_bytes(raw: bytes):
     return row if isinstance(row, dict) else None
 
 
+def _nanmax(a: float, b: float) -> float:
+    return b if math.isnan(a) else a if math.isnan(b) else max(a, b)
+
+
+def _t(t: float):
+    return None if math.isnan(t) else t
+
+
 def reference_metrics(data: bytes, *, sft: bool = False) -> Reference:
     ref = Reference()
     complete = data[: data.rfind(b"\n") + 1]  # a trailing partial line is not read yet
@@ -120,8 +128,8 @@ def reference_metrics(data: bytes, *, sft: bool = False) -> Reference:
         if _is_number(step) and step >= 0:
             key = (producer, int(step))
             ref.stepped.setdefault(key, {}).update(values)
-            ref.step_time[key] = max(ref.step_time.get(key, -math.inf), t)
-            ref.first_time[key] = min(ref.first_time.get(key, math.inf), t)
+            ref.step_time[key] = _nanmax(ref.step_time.get(key, math.nan), t)
+            ref.first_time[key] = -_nanmax(-ref.first_time.get(key, math.nan), -t)
         else:
             ref.timed.append((producer, t, values))
     return ref
@@ -135,7 +143,7 @@ def tidy_counter(frame: pd.DataFrame) -> Counter:
     c = Counter()
     for step, t, metric, value, producer in zip(frame["step"], frame["time"], frame["metric"], frame["value"],
                                                 frame["producer"]):
-        c[(str(producer), None if pd.isna(step) else int(step), str(metric), float(value), float(t))] += 1
+        c[(str(producer), None if pd.isna(step) else int(step), str(metric), float(value), _t(float(t)))] += 1
     return c
 
 

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 import rundash_core as rd
 from rundash_core import cache
 from rundash_core.configview import compile_search, prune
-from rundash_core.present import format_time
+from rundash_core.present import format_time, md_escape
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -40,8 +40,16 @@ def make_app(monkeypatch, dirs: list[Path], query: dict | None = None) -> AppTes
     return at
 
 
-def metrics_of(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+def card_of(at: AppTest) -> dict[str, str]:
+    """Run-card fields: each is a caption (label) followed by a markdown value."""
+    blocks = [c for c in at.main.columns]
+    out = {}
+    for col in blocks:
+        caps = [c.value for c in col.caption]
+        mds = [m.value for m in col.markdown]
+        if caps and mds:
+            out[caps[0]] = mds[0].strip("*")
+    return out
 
 
 def test_overview_lists_runs_and_shows_the_run_card(monkeypatch, runs_dir):
@@ -49,17 +57,18 @@ def test_overview_lists_runs_and_shows_the_run_card(monkeypatch, runs_dir):
     at.run()
     assert not at.exception
     runs = rd.discover([runs_dir])
-    assert [o.split(" ", 1)[1] for o in at.sidebar.selectbox[0].options] == runs["run_id"].tolist()
+    assert [o.split(" · ")[0] for o in at.sidebar.selectbox[0].options] == runs["run_id"].tolist()
     assert len(at.sidebar.selectbox[0].options) == len(runs) == 2
     assert at.dataframe[0].value["run_id"].tolist() == runs["run_id"].tolist()
     selected = at.query_params["run"]
     assert selected in runs["run_id"].tolist()
     ov = rd.open_run(runs.set_index("run_id").loc[selected, "path"]).overview()
-    shown = metrics_of(at)
-    assert shown["STATUS"].endswith(ov.status)
-    assert shown["MODEL"] == ov.model
+    shown = card_of(at)
+    assert ov.status in shown["STATUS"]
+    assert shown["MODEL"] == md_escape(ov.model)
     assert shown["RESUMES"] == str(ov.attempts - 1)
-    assert shown["CREATED"] == format_time(ov.created)
+    assert shown["CREATED"] == md_escape(format_time(ov.created))
+    assert shown["TRAIN ENVS"] == md_escape(", ".join(ov.train_envs))
     assert any(f"step {ov.step}" in md.value for md in at.markdown)
 
 
@@ -71,7 +80,7 @@ def test_run_query_param_selects_the_run_on_a_fresh_session(monkeypatch, runs_di
         assert not at.exception
         assert at.sidebar.selectbox[0].value == run_id
         ov = rd.open_run(runs.set_index("run_id").loc[run_id, "path"]).overview()
-        assert metrics_of(at)["MODEL"] == ov.model
+        assert card_of(at)["MODEL"] == md_escape(ov.model)
         assert at.query_params["run"] == run_id
 
 
@@ -91,7 +100,7 @@ def test_sidebar_selection_updates_url_and_card(monkeypatch, runs_dir):
     assert not at.exception
     assert at.query_params["run"] == other
     ov = rd.open_run(runs_dir / other).overview()
-    assert metrics_of(at)["MODEL"] == ov.model
+    assert card_of(at)["MODEL"] == md_escape(ov.model)
 
 
 def test_overview_filters(monkeypatch, runs_dir):

@@ -146,9 +146,11 @@ class PrimeRLRun(Run):
         path = self.metrics_path()
         if path is None:
             return None
-        default = "trainer" if self.flavor() != "eval" else "eval"
+        flavor = self.flavor()
+        default = "trainer" if flavor != "eval" else "eval"
         store = cache.shared.get_or_create(
-            ("metrics", os.path.realpath(path)), lambda: MetricStore(path, default_producer=default))
+            ("metrics", os.path.realpath(path)),
+            lambda: MetricStore(path, default_producer=default, infer_producer=flavor == "rl"))
         store.refresh()
         return store
 
@@ -162,7 +164,7 @@ class PrimeRLRun(Run):
             return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": []})
         producers = [producer] if producer else [p for p in store.producers() if p in store.stepped]
         frames = {p: store.wide(p, metrics=_unprefixed(metrics, p)) for p in producers}
-        return _join_producers(frames)
+        return _join_producers(frames, _shared_keys(store))
 
     # Overview ------------------------------------------------------------------------------------
     def _max_steps(self) -> int | None:
@@ -342,19 +344,26 @@ def _unprefixed(metrics: list[str] | None, producer: str) -> list[str] | None:
     return [m.split(":", 1)[1] if m.startswith(producer + ":") else m for m in metrics]
 
 
-def _join_producers(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Outer-join per-producer wide frames on step; keys logged by several producers are
+def _shared_keys(store: MetricStore) -> set[str]:
+    """Step-keyed metric names logged by more than one producer."""
+    seen: dict[str, int] = {}
+    with store.lock:
+        for block in store.stepped.values():
+            for k in block.keys:
+                seen[k] = seen.get(k, 0) + 1
+    return {k for k, n in seen.items() if n > 1}
+
+
+def _join_producers(frames: dict[str, pd.DataFrame], shared: set[str]) -> pd.DataFrame:
+    """Outer-join per-producer wide frames on step; keys logged by several producers (`shared`,
+    decided over the whole store so a column's name does not depend on the filters) are
     namespaced `producer:key` so the trainer's and orchestrator's `time/step` stay apart."""
     frames = {p: f for p, f in frames.items() if len(f)}
     if not frames:
         return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": []})
-    seen: dict[str, int] = {}
-    for f in frames.values():
-        for c in f.columns[3:]:
-            seen[c] = seen.get(c, 0) + 1
     out = None
     for p, f in frames.items():
-        f = f.rename(columns={c: f"{p}:{c}" for c in f.columns[3:] if seen[c] > 1})
+        f = f.rename(columns={c: f"{p}:{c}" for c in f.columns[3:] if c in shared})
         f = f.rename(columns={"time": f"time:{p}"}).drop(columns="time_first")
         out = f if out is None else out.merge(f, on="step", how="outer")
     tcols = [c for c in out.columns if c.startswith("time:")]
