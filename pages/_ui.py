@@ -132,7 +132,8 @@ def field(col, label: str, value: str, help: str | None = None) -> None:
 def run_card(run: Run) -> None:
     """The run card: step headline, status, duration (ticking while running), model, resumes,
     envs, created. Re-runs by itself every second while the run is live."""
-    ov = run.overview()
+    with st.spinner("Reading the run's metrics…"):
+        ov = run.overview()
     interval = 1.0 if ov.status == "running" else None
 
     @st.fragment(run_every=interval)

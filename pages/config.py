@@ -11,7 +11,7 @@ if run is None:
 
 st.markdown(f"## Config · {_ui.md_escape(run.name)}")
 attempts = run.attempts()
-latest = run.latest_attempt() if hasattr(run, "latest_attempt") else None
+latest = run.latest_attempt()
 options = [None] + [a for a in reversed(attempts)]
 c1, c2 = st.columns([1, 3])
 attempt = c1.selectbox(

@@ -127,6 +127,10 @@ class Run:
     def attempts(self) -> list[int]:
         return [1]
 
+    def latest_attempt(self) -> int | None:
+        """The attempt shown by default (None when the source has no attempts)."""
+        return None
+
     def overview(self) -> Overview:
         raise NotImplementedError
 
