@@ -7,6 +7,7 @@ the bound holds as runs grow. Least-recently-used entries are evicted past the b
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -33,6 +34,8 @@ def _deep_size(obj: Any, depth: int = 0) -> int:
         size += sum(_deep_size(k, depth + 1) + _deep_size(v, depth + 1) for k, v in obj.items())
     elif isinstance(obj, (list, tuple)):
         size += sum(_deep_size(v, depth + 1) for v in obj)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # e.g. a parsed ConfigFile
+        size += sum(_deep_size(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj))
     return size
 
 

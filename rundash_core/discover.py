@@ -11,7 +11,7 @@ from collections import Counter
 
 import pandas as pd
 
-from .run import Run, RunError
+from .run import Run, RunError, path_run_id
 from .sources import find_runs
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated",
@@ -37,11 +37,14 @@ def list_runs(dirs: list[str | os.PathLike]) -> tuple[list[Run], list[str]]:
         except RunError as e:
             errors.append(str(e))
     names = Counter(os.path.basename(p) for p, _ in found)
-    runs = []
-    for path, cls in found:
+    ids = []
+    for path, _cls in found:
         name = os.path.basename(path)
-        run_id = name if names[name] == 1 else f"{os.path.basename(os.path.dirname(path))}:{name}"
-        runs.append(cls(path, run_id=run_id))
+        ids.append(name if names[name] == 1 else f"{os.path.basename(os.path.dirname(path))}:{name}")
+    # `<parent>:<name>` can still collide (two `outputs/` parents): add the path hash
+    taken = Counter(ids)
+    runs = [cls(path, run_id=run_id if taken[run_id] == 1 else f"{run_id}@{path_run_id(path)}")
+            for (path, cls), run_id in zip(found, ids)]
     return runs, errors
 
 

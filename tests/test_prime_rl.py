@@ -125,7 +125,9 @@ def test_metrics_wide_filters():
     ref = reference_file(NEW_RUN / NEW_METRICS)
     trainer = run.metrics_wide(producer="trainer")
     assert list(trainer["step"]) == sorted(s for p, s in ref.stepped if p == "trainer")
-    assert "optim/lr" in trainer.columns or "trainer:optim/lr" in trainer.columns
+    assert "optim/lr" in trainer.columns
+    # column names do not depend on the filter: time/step is logged by two producers
+    assert "trainer:time/step" in trainer.columns and "time/step" not in trainer.columns
     assert not any("train/agg" in c for c in trainer.columns)
 
     orch_ts = run.metrics_wide(metrics=["orch:time/step"])
@@ -218,7 +220,7 @@ def test_status_unknown_without_anything(tmp_path):
     run_dir = tmp_path / "empty-run"
     (run_dir / "configs").mkdir(parents=True)
     ov = rd.open_run(run_dir).overview(now=os.stat(run_dir).st_mtime + 10_000)
-    assert ov.status in ("unknown", "stopped")
+    assert ov.status == "unknown"  # nothing to date it and no step
     assert ov.step is None and ov.max_steps is None
 
 
@@ -413,3 +415,60 @@ def test_open_run_errors(tmp_path):
     (tmp_path / "plain").mkdir()
     with pytest.raises(rd.RunError, match="not a run directory"):
         rd.open_run(tmp_path / "plain")
+
+
+# Eval runs, trace stream, derived times -----------------------------------------------------------
+def _eval_run(parent):
+    run = parent / "gsm8k--qwen3-8b--0badc0de"
+    resolved = run / "configs" / "attempt_1" / "resolved"
+    resolved.mkdir(parents=True)
+    (resolved / "eval.json").write_text(json.dumps({"model": {"name": "Qwen/Qwen3-8B"},
+                                                     "env": [{"id": "gsm8k"}]}))
+    stream = run / "monitors" / "file" / "traces" / "stream"
+    stream.mkdir(parents=True)
+    (stream / "00000.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    write_lines(run / NEW_METRICS, [{"step": 0, "time": 50.0, "eval/gsm8k/all/agent/avg@1": 0.5, "producer": "eval"}])
+    return run
+
+
+def test_eval_run_finished_when_every_chunk_is_sealed(tmp_path):
+    run_dir = _eval_run(tmp_path)
+    t = 1_800_000_000.0
+    set_all_mtimes(run_dir, t)
+    run = rd.open_run(run_dir)
+    ov = run.overview(now=t + 5)
+    assert ov.flavor == "eval" and ov.model == "Qwen/Qwen3-8B" and ov.train_envs == ["gsm8k"]
+    assert ov.status == "completed"  # sealed stream wins over freshness
+    live = run_dir / "monitors" / "file" / "traces" / "stream" / "00001.jsonl"
+    live.write_text("{}\n")
+    os.utime(live, (t + 50, t + 50))
+    ov = run.overview(now=t + 60)
+    assert ov.status == "running"
+    assert ov.updated == pd.Timestamp(t + 50, unit="s", tz="UTC")  # the stream counts for `updated`
+    assert run.overview(now=t + 5000).status == "stopped"
+
+
+def test_verifiers_eval_dir_with_only_traces_jsonl(tmp_path):
+    run_dir = tmp_path / "out" / "gsm8k--gpt-4o--default--0badc0de"
+    run_dir.mkdir(parents=True)
+    (run_dir / "traces.jsonl").write_text("{}\n")
+    os.utime(run_dir / "traces.jsonl", (1_700_000_000, 1_700_000_000))
+    df = rd.discover([tmp_path / "out"])
+    assert list(df["name"]) == [run_dir.name]
+    ov = rd.open_run(run_dir).overview()
+    assert ov.flavor == "eval"
+    assert ov.updated == pd.Timestamp(1_700_000_000, unit="s", tz="UTC")
+    assert ov.model == "gpt-4o"
+
+
+def test_started_falls_back_to_config_dir_mtime(tmp_path):
+    run_dir = make_rl_run(tmp_path, "a--m--0000000a", rows=[])
+    os.utime(run_dir / "configs" / "attempt_1" / "resolved", (1_750_000_000, 1_750_000_000))
+    ov = rd.open_run(run_dir).overview()
+    assert ov.started == pd.Timestamp(1_750_000_000, unit="s", tz="UTC")
+    assert ov.step is None
+
+
+def test_created_is_configs_mtime(new_run):
+    os.utime(new_run / "configs", (1_760_000_000, 1_760_000_000))
+    assert rd.open_run(new_run).overview().created == pd.Timestamp(1_760_000_000, unit="s", tz="UTC")

@@ -6,6 +6,7 @@ traceback, and so that nothing is ever opened for writing.
 """
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,13 +55,12 @@ def describe_unreadable(path: str | os.PathLike) -> str:
     """A short human sentence saying why a path cannot be read as a file."""
     p = Path(path)
     try:
-        if p.is_symlink() and not p.exists():
-            return "broken symlink"
-    except OSError as e:  # symlink loop and friends
-        return _os_error_text(e)
-    try:
         st = os.stat(p)
     except OSError as e:
+        if e.errno == errno.ELOOP:  # Path.exists() says False here too: not "broken"
+            return "symlink loop"
+        if e.errno == errno.ENOENT and os.path.islink(p):
+            return "broken symlink"
         return _os_error_text(e)
     if not _is_regular(st.st_mode):
         return "not a regular file"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -37,6 +38,10 @@ class LineProblems:
     def add(self, what: str, line: int, n: int = 1) -> None:
         self.counts[what] = self.counts.get(what, 0) + n
         self.first_line.setdefault(what, line)
+
+    def update(self, other: "LineProblems") -> None:
+        for what, n, line in other.items():
+            self.add(what, line, n)
 
     def clear(self) -> None:
         self.counts.clear()
@@ -64,30 +69,48 @@ def parse_jsonl_bytes(
         _count_non_finite(buf, problems, first_line)
     try:
         return _arrow_parse(buf)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except _ARROW_FAILS:
         pass
+    found = LineProblems()  # merged into `problems` once, whichever way the range is read
     tables = []
     line = first_line
     for piece in _split_pieces(buf, PIECE_BYTES):
         try:
             tables.append(_arrow_parse(piece))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            tables.append(_parse_lines(piece, problems, line, coerce_row))
+        except _ARROW_FAILS:
+            tables.append(_parse_lines(piece, found, line, coerce_row))
         line += piece.count(b"\n")
     tables = [t for t in tables if t.num_columns]
-    if not tables:
-        return pa.table({})
-    return pa.concat_tables(tables, promote_options="permissive")
+    try:
+        table = pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # a key has different types in different pieces: read the whole range line by line
+        found = LineProblems()
+        table = _parse_lines(buf, found, first_line, coerce_row)
+    problems.update(found)
+    return table
+
+
+# Arrow's reader raises these on lines it cannot take (bad UTF-8 surfaces as UnicodeDecodeError).
+_ARROW_FAILS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError)
+# Arrow reads a bare `null` line as a row of nulls; it is not a JSON object, so the line reader
+# must see it.
+_NULL_LINE = re.compile(rb"[ \t\r]*null[ \t\r]*(?:\n|$)")
+_NULL_AFTER_NEWLINE = re.compile(rb"\n[ \t\r]*null[ \t\r]*(?:\n|$)")  # a literal first byte: fast scan
 
 
 def _arrow_parse(buf: bytes) -> pa.Table:
+    if b"null" in buf and (_NULL_LINE.match(buf) or _NULL_AFTER_NEWLINE.search(buf)):
+        raise pa.ArrowInvalid("a line is a bare null")
     block = min(max(len(buf) // 8, 1 << 20), 64 << 20)
     try:
-        return pj.read_json(io.BytesIO(buf), read_options=pj.ReadOptions(block_size=block))
+        table = pj.read_json(io.BytesIO(buf), read_options=pj.ReadOptions(block_size=block))
     except pa.ArrowInvalid as e:
         if "straddling" not in str(e):
             raise
-        return pj.read_json(io.BytesIO(buf), read_options=pj.ReadOptions(block_size=len(buf) + 1))
+        table = pj.read_json(io.BytesIO(buf), read_options=pj.ReadOptions(block_size=len(buf) + 1))
+    table.validate(full=True)  # Arrow keeps invalid UTF-8 in strings and keys; this raises on it
+    return table
 
 
 def _split_pieces(buf: bytes, size: int):
@@ -137,14 +160,13 @@ def _parse_lines(piece: bytes, problems: LineProblems, first_line: int, coerce_r
         rows.append(row)
     if not rows:
         return pa.table({})
-    try:
-        return pa.Table.from_pylist(rows)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return _from_mixed_rows(rows, problems, first_line)
+    # not pa.Table.from_pylist: it takes the columns from the first row's keys only
+    return _from_rows(rows, problems, first_line)
 
 
-def _from_mixed_rows(rows: list[dict], problems: LineProblems, first_line: int) -> pa.Table:
-    """Rows whose keys change type: keep numbers (and None), turn the rest into strings."""
+def _from_rows(rows: list[dict], problems: LineProblems, first_line: int) -> pa.Table:
+    """One column per key of any row; a key whose values change type keeps numbers (and None)
+    and turns the rest into strings."""
     keys: dict[str, None] = {}
     for r in rows:
         keys.update(dict.fromkeys(r))
@@ -200,6 +222,7 @@ class JsonlTail:
         if reset:
             self.offset, self.lines = 0, 0
             self.problems.clear()
+            self._checkpoint = b""  # the old file's bytes say nothing about the new one
         self.fid = fid
         cut = data.rfind(b"\n") + 1
         self.pending_bytes = len(data) - cut

@@ -1,0 +1,180 @@
+"""rd.discover: one row per run across tracked directories."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pandas as pd
+import pytest
+
+import rundash_core as rd
+from conftest import (NEW_METRICS, NEW_NAME, NEW_RUN, OLD_METRICS, OLD_NAME, OLD_RUN, copy_run, make_rl_run,
+                      reference_file, set_all_mtimes)
+
+COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated", "model", "attempts"]
+
+
+def test_several_dirs_both_samples(tmp_path):
+    a = copy_run(NEW_RUN, tmp_path / "a")
+    b = copy_run(OLD_RUN, tmp_path / "b")
+    df = rd.discover([tmp_path / "a", str(tmp_path / "b")])
+    assert set(COLUMNS) <= set(df.columns)
+    assert len(df) == 2
+    by = df.set_index("run_id")
+    assert set(by.index) == {NEW_NAME, OLD_NAME}
+    assert by.at[NEW_NAME, "path"] == str(a) and by.at[OLD_NAME, "path"] == str(b)
+    assert (by["kind"] == "prime-rl").all()
+    assert by.at[NEW_NAME, "step"] == reference_file(a / NEW_METRICS).max_step()
+    assert by.at[OLD_NAME, "step"] == reference_file(b / OLD_METRICS).max_step()
+    assert (by.at[NEW_NAME, "max_steps"], by.at[OLD_NAME, "max_steps"]) == (10, 3)
+    assert (by.at[NEW_NAME, "model"], by.at[OLD_NAME, "model"]) == ("Qwen/Qwen3-4B", "Qwen/Qwen3-0.6B")
+    assert (by.at[NEW_NAME, "attempts"], by.at[OLD_NAME, "attempts"]) == (2, 1)
+    assert df["step"].dtype == "Int64" and df["max_steps"].dtype == "Int64"
+    assert set(df["status"]) <= {"running", "completed", "stopped", "unknown"}
+    assert df["error"].isna().all()
+
+
+def test_discover_agrees_with_open_run_overview(tmp_path):
+    a = copy_run(NEW_RUN, tmp_path / "a")
+    b = copy_run(OLD_RUN, tmp_path / "a")
+    t = 1_800_000_000.0
+    set_all_mtimes(a, t)
+    set_all_mtimes(b, t - 100_000)
+    now = t + 60
+    df = rd.discover([tmp_path / "a"], now=now).set_index("run_id")
+    for run_dir in (a, b):
+        ov = rd.open_run(run_dir).overview(now=now)
+        row = df.loc[run_dir.name]
+        assert (row["status"], row["step"], row["max_steps"], row["model"], row["attempts"]) == (
+            ov.status, ov.step, ov.max_steps, ov.model, ov.attempts)
+        assert row["updated"] == ov.updated and row["created"] == ov.created
+    assert df.at[NEW_NAME, "status"] == "running"
+    assert df.at[OLD_NAME, "status"] == "stopped"
+
+
+def test_timestamps_are_utc(tmp_path):
+    run = copy_run(NEW_RUN, tmp_path / "a")
+    set_all_mtimes(run, 1_800_000_000.5)
+    df = rd.discover(tmp_path / "a")
+    for col in ("created", "updated"):
+        assert isinstance(df.dtypes[col], pd.DatetimeTZDtype) and str(df.dtypes[col].tz) == "UTC"
+    assert df.at[0, "updated"] == pd.Timestamp(1_800_000_000.5, unit="s", tz="UTC")
+    assert df.at[0, "created"] == pd.Timestamp(1_800_000_000.5, unit="s", tz="UTC")
+
+
+def test_dir_that_is_itself_a_run(tmp_path):
+    run = copy_run(NEW_RUN, tmp_path / "a")
+    df = rd.discover([run])
+    assert list(df["run_id"]) == [NEW_NAME]
+    assert df.at[0, "path"] == str(run)
+
+
+def test_hidden_and_non_run_dirs_skipped(tmp_path):
+    root = tmp_path / "out"
+    copy_run(NEW_RUN, root)
+    copy_run(OLD_RUN, root, name=".hidden-run")
+    (root / "not-a-run" / "stuff").mkdir(parents=True)
+    (root / "file.txt").write_text("x")
+    (root / "checkpoints-only" / "checkpoints").mkdir(parents=True)
+    df = rd.discover([root])
+    assert list(df["name"]) == [NEW_NAME]
+
+
+def test_hidden_tracked_run_dir_not_listed_as_run(tmp_path):
+    hidden = copy_run(OLD_RUN, tmp_path, name=".scratch")
+    df = rd.discover([hidden])
+    assert len(df) == 0
+
+
+def test_name_collisions_get_parent_prefix(tmp_path):
+    copy_run(NEW_RUN, tmp_path / "alpha")
+    copy_run(NEW_RUN, tmp_path / "beta")
+    copy_run(OLD_RUN, tmp_path / "beta")
+    df = rd.discover([tmp_path / "alpha", tmp_path / "beta"])
+    assert set(df["run_id"]) == {f"alpha:{NEW_NAME}", f"beta:{NEW_NAME}", OLD_NAME}
+    assert list(df["name"]).count(NEW_NAME) == 2
+    assert df["run_id"].is_unique
+
+
+def test_ids_unique_even_when_parents_share_a_name(tmp_path):
+    copy_run(NEW_RUN, tmp_path / "x" / "outputs")
+    copy_run(NEW_RUN, tmp_path / "y" / "outputs")
+    df = rd.discover([tmp_path / "x" / "outputs", tmp_path / "y" / "outputs"])
+    assert len(df) == 2
+    assert df["run_id"].is_unique
+    assert all(i.startswith(f"outputs:{NEW_NAME}") for i in df["run_id"])
+    # and stable: the same dirs give the same ids
+    again = rd.discover([tmp_path / "x" / "outputs", tmp_path / "y" / "outputs"])
+    assert dict(zip(df["path"], df["run_id"])) == dict(zip(again["path"], again["run_id"]))
+
+
+def test_same_run_through_two_tracked_dirs_listed_once(tmp_path):
+    run = copy_run(NEW_RUN, tmp_path / "real")
+    (tmp_path / "links").mkdir()
+    os.symlink(run, tmp_path / "links" / NEW_NAME)
+    df = rd.discover([tmp_path / "real", tmp_path / "links"])
+    assert list(df["run_id"]) == [NEW_NAME]
+
+
+def test_newest_first(tmp_path):
+    root = tmp_path / "out"
+    runs = [make_rl_run(root, f"env--m--0000000{i}", rows=[]) for i in range(4)]
+    order = [2, 0, 3, 1]  # mtime rank: larger = newer
+    for rank, i in enumerate(order):
+        os.utime(runs[i], (1_700_000_000 + rank * 100, 1_700_000_000 + rank * 100))
+    df = rd.discover([root])
+    assert list(df["name"]) == [runs[i].name for i in reversed(order)]
+
+
+def test_missing_dir_does_not_crash(tmp_path):
+    copy_run(OLD_RUN, tmp_path / "ok")
+    (tmp_path / "a-file").write_text("x")
+    df = rd.discover([tmp_path / "missing", tmp_path / "a-file", tmp_path / "ok"])
+    assert list(df["run_id"]) == [OLD_NAME]
+    runs, errors = rd.list_runs([tmp_path / "missing", tmp_path / "a-file"])
+    assert runs == [] and len(errors) == 2
+    assert any("no such directory" in e for e in errors) and any("not a directory" in e for e in errors)
+
+
+def test_no_runs_gives_empty_frame_with_columns(tmp_path):
+    (tmp_path / "empty").mkdir()
+    df = rd.discover([tmp_path / "empty"])
+    assert len(df) == 0 and set(COLUMNS) <= set(df.columns)
+    df = rd.discover([])
+    assert len(df) == 0 and set(COLUMNS) <= set(df.columns)
+
+
+def test_status_rule_in_discover(tmp_path):
+    root = tmp_path / "out"
+    done = make_rl_run(root, "a--m--00000001", max_steps=3,
+                       rows=[{"step": s, "time": 10.0 + s, "perf/mfu": 1.0, "producer": "trainer"} for s in range(4)])
+    partial = make_rl_run(root, "b--m--00000002", max_steps=3,
+                          rows=[{"step": s, "time": 10.0 + s, "perf/mfu": 1.0, "producer": "trainer"} for s in range(2)])
+    t = 1_800_000_000.0
+    set_all_mtimes(done, t)
+    set_all_mtimes(partial, t)
+    by = rd.discover([root], now=t + 30).set_index("name")["status"]
+    assert by.to_dict() == {done.name: "running", partial.name: "running"}
+    by = rd.discover([root], now=t + 3600).set_index("name")["status"]
+    assert by.to_dict() == {done.name: "completed", partial.name: "stopped"}
+
+
+def test_discover_step_after_resume_in_tail(tmp_path):
+    """The tail of the file holds lower steps than earlier (resume): step is still the max."""
+    root = tmp_path / "out"
+    rows = [{"step": s, "time": float(s), "perf/mfu": 1.0, "producer": "trainer"} for s in range(8)]
+    rows += [{"step": s, "time": 100.0 + s, "perf/mfu": 2.0, "producer": "trainer"} for s in range(5, 7)]
+    run = make_rl_run(root, "a--m--00000003", rows=rows)
+    df = rd.discover([root])
+    assert df.at[0, "step"] == rd.open_run(run).overview().step == 7
+
+
+def test_odd_entries_in_a_tracked_dir(tmp_path):
+    root = tmp_path / "out"
+    copy_run(OLD_RUN, root)
+    os.symlink("loop-b", root / "loop-a")
+    os.symlink("loop-a", root / "loop-b")
+    os.symlink("/nonexistent/run", root / "broken-link")
+    os.mkfifo(root / "a-fifo")
+    df = rd.discover([root])
+    assert list(df["run_id"]) == [OLD_NAME]
