@@ -294,6 +294,10 @@ class MetricStore:
         steps = [int(b.steps[: b.n].max()) for b in self.stepped.values() if b.n]
         return max(steps) if steps else None
 
+    def min_step(self) -> int | None:
+        steps = [int(b.steps[: b.n].min()) for b in self.stepped.values() if b.n]
+        return min(steps) if steps else None
+
     def producers(self) -> list[str]:
         return list(dict.fromkeys([*self.stepped, *self.timed]))
 

@@ -99,7 +99,8 @@ def test_selecting_a_run_updates_the_url_and_survives_page_changes(served, brows
     page.goto(served["url"] + "/?run=math-python%2Bwiki-search--qwen3-4b--0b45f1ec")
     expect(page.get_by_text("step 8 of 10")).to_be_visible(timeout=30000)
     page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").click()
-    page.get_by_role("option", name="reverse-text--qwen3-0.6b--a7be3ee1 · stopped").click()
+    status = rd.discover([served["out"]]).set_index("run_id").loc["reverse-text--qwen3-0.6b--a7be3ee1", "status"]
+    page.get_by_role("option", name=f"reverse-text--qwen3-0.6b--a7be3ee1 · {status}").click()
     expect(page.get_by_text("step 2 of 3")).to_be_visible(timeout=30000)
     page.wait_for_url("**run=reverse-text--qwen3-0.6b--a7be3ee1**", timeout=10000)
     page.get_by_test_id("stSidebarNav").get_by_text("Config").click()

@@ -49,7 +49,7 @@ def test_discover_agrees_with_open_run_overview(tmp_path):
             ov.status, ov.step, ov.max_steps, ov.model, ov.attempts)
         assert row["updated"] == ov.updated and row["created"] == ov.created
     assert df.at[NEW_NAME, "status"] == "running"
-    assert df.at[OLD_NAME, "status"] == "stopped"
+    assert df.at[OLD_NAME, "status"] == "completed"  # steps 0..2 of max_steps 3: all done
 
 
 def test_timestamps_are_utc(tmp_path):

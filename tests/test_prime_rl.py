@@ -216,6 +216,25 @@ def test_status_completed_when_step_reaches_max_steps(new_run):
     assert (ov.step, ov.max_steps, ov.status) == (10, 10, "completed")
 
 
+@pytest.mark.parametrize("first, last, expected", [
+    (0, 9, "completed"),   # steps 0..9 are the 10 steps of max_steps 10 (real prime-rl output)
+    (0, 8, "stopped"),
+    (1, 9, "stopped"),     # counted from 1, step 9 leaves one to go
+    (1, 10, "completed"),
+])
+def test_completion_counts_steps_from_the_first_logged_step(tmp_path, first, last, expected):
+    run_dir = tmp_path / "r--qwen3-4b--0badc0de"
+    (run_dir / "configs").mkdir(parents=True)
+    (run_dir / "configs" / "orchestrator.json").write_text('{"max_steps": 10, "model": {"name": "m"}}')
+    rows = [{"step": s, "time": 1_700_000_000.0 + s, "loss/mean": 0.1, "producer": "trainer"}
+            for s in range(first, last + 1)]
+    write_lines(run_dir / "metrics.jsonl", rows)
+    set_all_mtimes(run_dir, 1_700_000_100.0)
+    now = 1_700_100_000.0
+    assert rd.open_run(run_dir).overview(now=now).status == expected
+    assert rd.discover([tmp_path], now=now).loc[0, "status"] == expected
+
+
 def test_status_unknown_without_anything(tmp_path):
     run_dir = tmp_path / "empty-run"
     (run_dir / "configs").mkdir(parents=True)

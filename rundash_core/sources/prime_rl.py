@@ -225,15 +225,18 @@ class PrimeRLRun(Run):
         """The run card. `full=False` reads only file tails (used by discovery over many runs)."""
         store = self.store() if full else None
         if store is not None:
-            step, started = store.max_step(), store.first_time
+            step, started, first_step = store.max_step(), store.first_time, store.min_step()
         else:
-            step, started = self._tail_step(), self._head_time()
+            step, (started, first_step) = self._tail_step(), self._head()
         max_steps = self._max_steps()
         updated = self.updated()
         if started is None:
             started = mtime(self._resolved_dir()) if os.path.isdir(self._p("configs")) else None
         now = time.time() if now is None else now
-        status = derive_status(finished=self._finished(), updated=updated, step=step, max_steps=max_steps, now=now)
+        # Real runs log steps from 0, so a run of max_steps N ends at step N-1; the spec's rule
+        # (step >= max_steps) would call every finished run "stopped". Count steps done instead.
+        done = step + 1 if step is not None and first_step == 0 else step
+        status = derive_status(finished=self._finished(), updated=updated, step=done, max_steps=max_steps, now=now)
         end = now if status == "running" else updated
         train, evals = self._envs()
         return Overview(
@@ -259,21 +262,29 @@ class PrimeRLRun(Run):
                 return None
         return None
 
-    def _head_time(self) -> float | None:
+    def _head(self) -> tuple[float | None, int | None]:
+        """(time of the first row, first step) from the start of the metrics file."""
         path = self.metrics_path()
         try:
             head = read_range(path, 0, 64 << 10) if path else b""
         except OSError:
-            return None
-        for line in head.split(b"\n")[:50]:
+            return None, None
+        started = first_step = None
+        for line in head.split(b"\n")[:200]:
             try:
                 row = json.loads(line)
             except ValueError:
                 continue
-            t = row.get("time", row.get("_timestamp")) if isinstance(row, dict) else None
-            if isinstance(t, (int, float)):
-                return float(t)
-        return None
+            if not isinstance(row, dict):
+                continue
+            t = row.get("time", row.get("_timestamp"))
+            if started is None and isinstance(t, (int, float)):
+                started = float(t)
+            step = row.get("step")
+            if isinstance(step, int) and not isinstance(step, bool):
+                first_step = step
+                break
+        return started, first_step
 
     # Problems ------------------------------------------------------------------------------------
     def problems(self) -> list[Problem]:
