@@ -232,13 +232,13 @@ class RowKind:
         self.extra_p = extra_p
         self.tail = f', "producer": "{producer}"}}\n'
 
-    def lines(self, rng: np.random.Generator, items: list[tuple[int, float]]) -> tuple[list[str], int]:
-        """JSON lines for (step, time) items, and how many metric values they hold."""
+    def lines(self, rng: np.random.Generator, items: list[tuple[int | None, float]]) -> list[str]:
+        """JSON lines for (step, time) items (step None: a time-keyed row)."""
         if not items:
-            return [], 0
+            return []
         vals = (self.lo + self.span * rng.random((len(items), len(self.keys)))).tolist()
         extra = rng.random((len(items), len(self.extras))) < self.extra_p if self.extras else None
-        out, nvals = [], 0
+        out = []
         for i, ((step, t), row) in enumerate(zip(items, vals)):
             strs = list(map(repr, row))
             for j in self.int_cols:
@@ -249,15 +249,13 @@ class RowKind:
                 if row[j] < cut:
                     strs[j] = "0"
             body = ", ".join(map(str.__add__, self.prefix, strs))
-            nvals += len(strs)
             if extra is not None:
                 for p, on in zip(self.extras, extra[i]):
                     if on:
                         body += f", {p}{int(rng.integers(1, 6))}"
-                        nvals += 1
             head = '{"step": %s, "time": %r, ' % ("null" if step is None else step, round(t, 6))
             out.append(head + body + self.tail)
-        return out, nvals
+        return out
 
 
 def row_kinds(spec: Spec) -> list[RowKind]:
@@ -295,7 +293,7 @@ def _write_positions(f, spec: Spec, kinds: list[RowKind], rng, positions: list[t
     for kind in kinds:
         due = [(pos, step) for pos, step in positions if kind.due(pos, step)]
         items = [(step if kind.step_keyed else None, t0 + pos * spec.step_seconds + kind.dt) for pos, step in due]
-        lines, n = kind.lines(rng, items)
+        lines = kind.lines(rng, items)
         per_kind.append({pos: line for (pos, _), line in zip(due, lines)})
     written = 0
     out = []
@@ -479,6 +477,12 @@ def measure_one(contender: str, path: str, spec: Spec | None = None, refresh_rep
         t = time.perf_counter()
         table = pj.read_json(path)
         out.update(seconds=time.perf_counter() - t, rows=table.num_rows, shape=f"{table.num_rows}×{table.num_columns}")
+    elif contender == "pyarrow-tuned":
+        block = min(max(os.path.getsize(path) // 8, 1 << 20), 64 << 20)  # the block size rundash uses
+        t = time.perf_counter()
+        table = pj.read_json(path, read_options=pj.ReadOptions(block_size=block))
+        out.update(seconds=time.perf_counter() - t, rows=table.num_rows, shape=f"{table.num_rows}×{table.num_columns}",
+                   block_mb=block / (1 << 20))
     elif contender == "verify":
         secs, _run, frame = _cold_rundash(path)
         with open(path, "rb") as f:
@@ -537,12 +541,17 @@ def _measure_phases(path: str, profile: bool) -> dict:
     from rundash_core import metricstore as ms
     from rundash_core.io import jsonl
 
+    import pyarrow.json as pj
+
     phases: dict[str, float] = {}
     originals: list[tuple[object, str, object]] = []
 
     def wrap(owner, attr: str, label: str) -> None:
-        fn = getattr(owner, attr)
-        originals.append((owner, attr, owner.__dict__[attr]))
+        """Time every call of owner.attr under `label`; internals that no longer exist are skipped."""
+        fn = getattr(owner, attr, None)
+        if fn is None:
+            return
+        originals.append((owner, attr, fn if not isinstance(owner, type) else owner.__dict__.get(attr, fn)))
         phases[label] = 0.0
 
         def timed(*a, **k):
@@ -554,41 +563,67 @@ def _measure_phases(path: str, profile: bool) -> dict:
 
         setattr(owner, attr, timed)
 
+    class _TimedPattern:
+        """Stands in for a compiled regex module attribute so its scans are timed."""
+
+        def __init__(self, pattern, label: str):
+            self._p, self._label = pattern, label
+
+        def __getattr__(self, name):
+            real = getattr(self._p, name)
+            if not callable(real):
+                return real
+
+            def timed(*a, **k):
+                t = time.perf_counter()
+                try:
+                    return real(*a, **k)
+                finally:
+                    phases[self._label] += time.perf_counter() - t
+
+            return timed
+
     wrap(jsonl, "read_range", "read file (read_range)")
-    wrap(jsonl, "parse_jsonl_bytes", "parse_jsonl_bytes (NaN scan + pyarrow)")
-    wrap(jsonl, "_arrow_parse", "  pyarrow.json parse")
+    wrap(jsonl, "parse_jsonl_bytes", "parse_jsonl_bytes")
+    wrap(jsonl, "_arrow_parse", "  _arrow_parse")
+    for attr in [a for a, v in vars(jsonl).items() if hasattr(v, "search") and hasattr(v, "pattern")]:
+        label = f"    regex scan ({attr})"
+        originals.append((jsonl, attr, getattr(jsonl, attr)))
+        phases[label] = 0.0
+        setattr(jsonl, attr, _TimedPattern(getattr(jsonl, attr), label))
+    wrap(pj, "read_json", "    pyarrow.json.read_json")
     wrap(ms.MetricStore, "_ingest", "ingest/merge (MetricStore._ingest)")
     wrap(ms, "_numeric", "  column → numpy (_numeric)")
-    wrap(ms.MetricStore, "_producers", "  producer column (to_pylist)")
+    wrap(ms.MetricStore, "_producers", "  producer column (_producers)")
     wrap(ms.MetricStore, "_merge_stepped", "  merge step rows (_merge_stepped)")
     wrap(ms, "_last_per_group", "    last value per group (_last_per_group)")
     wrap(ms.MetricStore, "_append_timed", "  time-keyed rows (_append_timed)")
     wrap(ms.MetricStore, "_build_tidy", "tidy build (MetricStore._build_tidy)")
     wrap(ms, "_tidy_frame", "  DataFrame assembly (_tidy_frame)")
     try:
-        return _profiled_cold_load(path, profile, phases)
+        total, _run, frame = _cold_rundash(path)
     finally:
         for owner, attr, fn in reversed(originals):
             setattr(owner, attr, fn)
+    del _run, frame
+    prof_text = _cprofile_cold_load(path) if profile else None
+    return {"seconds": total, "rows": None, "phases": phases, "cprofile": prof_text}
 
 
-def _profiled_cold_load(path: str, profile: bool, phases: dict[str, float]) -> dict:
-    prof_text = None
-    if profile:
-        import cProfile
-        import io
-        import pstats
+def _cprofile_cold_load(path: str, top: int = 20) -> str:
+    """cProfile of one more cold load, without the phase wrappers (they would hide C calls)."""
+    import cProfile
+    import io
+    import pstats
 
-        prof = cProfile.Profile()
-        prof.enable()
-        total, _run, frame = _cold_rundash(path)
-        prof.disable()
-        s = io.StringIO()
-        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(18)
-        prof_text = s.getvalue()
-    else:
-        total, _run, frame = _cold_rundash(path)
-    return {"seconds": total, "rows": len(frame), "phases": phases, "cprofile": prof_text}
+    gc.collect()
+    prof = cProfile.Profile()
+    prof.enable()
+    _cold_rundash(path)
+    prof.disable()
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(top)
+    return s.getvalue()
 
 
 # Running contenders in fresh processes --------------------------------------------------------------
@@ -619,6 +654,16 @@ def format_table(headers: list[str], rows: list[list[str]], right: set[int] | No
     return "\n".join([line(headers), sep, *(line(r) for r in rows)])
 
 
+def _insert_after(d: dict, after: str, key: str, value) -> dict:
+    out = {}
+    for k, v in d.items():
+        if k != key:
+            out[k] = v
+        if k == after:
+            out[key] = value
+    return out
+
+
 def _s(x: float) -> str:
     return f"{x:.3f}" if x >= 0.1 else f"{x * 1000:.1f} ms"
 
@@ -628,7 +673,7 @@ def _mb(x: float | None) -> str:
 
 
 def build_report(gen: Generated, results: dict, in_process: bool) -> tuple[str, dict]:
-    rd_, pd_, pa_, ver, ref = (results[k] for k in ("rundash", "pandas", "pyarrow", "verify", "refresh"))
+    rd_, pd_, pa_, pt_, ver, ref = (results[k] for k in ("rundash", "pandas", "pyarrow", "pyarrow-tuned", "verify", "refresh"))
     def rss(r: dict) -> list[str]:
         return ["n/a", "n/a"] if in_process else [_mb(r["peak_rss_mb"]), _mb(r["delta_rss_mb"])]
 
@@ -636,6 +681,7 @@ def build_report(gen: Generated, results: dict, in_process: bool) -> tuple[str, 
         ["rundash cold load: open_run().metrics() → tidy", _s(rd_["seconds"]), *rss(rd_), f"{rd_['rows']:,} tidy rows"],
         ["pandas.read_json(lines=True)", _s(pd_["seconds"]), *rss(pd_), f"{pd_['shape']} wide, unmerged"],
         ["pyarrow.json.read_json (raw parse)", _s(pa_["seconds"]), *rss(pa_), f"{pa_['shape']} table, unmerged"],
+        [f"  same, block_size={pt_['block_mb']:.0f} MB as rundash uses", _s(pt_["seconds"]), *rss(pt_), "(for reference)"],
         ["rundash refresh after +10 rows: run.metrics()", _s(ref["refresh_metrics_s"]), "", "",
          f"best of {ref['rounds']}, same process as a cold load"],
         ["  store.refresh() alone (poll+parse+ingest)", _s(ref["refresh_store_s"]), "", "", ""],
@@ -654,6 +700,7 @@ def build_report(gen: Generated, results: dict, in_process: bool) -> tuple[str, 
     checks = [
         ["pandas / rundash", f"{checks_data['pandas_over_rundash']:.1f}×", "≥ 4×", pf(checks_data["pandas_over_rundash"] >= 4)],
         ["rundash / pyarrow", f"{checks_data['rundash_over_pyarrow']:.2f}×", "≤ 1.5×", pf(checks_data["rundash_over_pyarrow"] <= 1.5)],
+        ["(rundash / pyarrow with rundash's block size)", f"{rd_['seconds'] / pt_['seconds']:.2f}×", "", "info"],
         ["refresh / cold", f"{100 * checks_data['refresh_over_cold']:.2f}%", "< 5%", pf(checks_data["refresh_over_cold"] < 0.05)],
         ["tidy rows = independent merge", f"{v['tidy_rows']:,} = {v['independent_rows']:,}", "equal",
          pf(v["tidy_rows"] == v["independent_rows"])],
@@ -661,7 +708,7 @@ def build_report(gen: Generated, results: dict, in_process: bool) -> tuple[str, 
          pf(v["group_count_mismatches"] == 0)],
         ["time-keyed values per producer", ", ".join(f"{k} {n:,}" for k, n in v["timed_rows_tidy"].items()) or "none",
          "= independent", pf(v["timed_rows_tidy"] == v["timed_rows_independent"])],
-        [f"sampled values + time (every {v['sample_every']}th step)", f"{v['values_checked']:,} checked, {v['value_mismatches']} off",
+        [f"sampled values + time (1 step in {v['sample_every']})", f"{v['values_checked']:,} checked, {v['value_mismatches']} off",
          "0 off", pf(v["value_mismatches"] == 0)],
         ["refresh adds the appended values", f"{ref['appended_values_got']:,} = {ref['appended_values_expected']:,}",
          "equal", pf(ref["refresh_ok"])],
@@ -670,10 +717,23 @@ def build_report(gen: Generated, results: dict, in_process: bool) -> tuple[str, 
     head = (f"file: {gen.path}\n"
             f"      {gen.bytes / 1e6:,.1f} MB, {gen.lines:,} lines, {gen.positions:,} step positions, "
             f"{gen.values:,} metric values (before merge); generated in {gen.seconds:.1f} s")
+    reps = len(rd_.get("all_seconds", [1]))
+    head += (f"\n      best of {reps} run(s) per contender, each in a fresh process"
+             if not in_process else "\n      measured in-process (peak RSS not per contender)")
+    if "loadavg" in results:
+        head += "\n      1-min load average before/after: " + " / ".join(f"{x:.2f}" for x in results["loadavg"])
     text = head + "\n\n" + table + "\n\n" + check_table
     if "phases" in results:
         ph = results["phases"]
-        prow = [[k, _s(s), f"{100 * s / ph['seconds']:.0f}%"] for k, s in ph["phases"].items()]
+        phs = dict(ph["phases"])
+        if "parse_jsonl_bytes" in phs and "  _arrow_parse" in phs:
+            phs = _insert_after(phs, "parse_jsonl_bytes", "  (scans before Arrow: NaN/Infinity, strip…)",
+                                phs["parse_jsonl_bytes"] - phs["  _arrow_parse"])
+        if "  _arrow_parse" in phs and "    pyarrow.json.read_json" in phs:
+            rest = phs["  _arrow_parse"] - phs["    pyarrow.json.read_json"] - sum(
+                v for k, v in phs.items() if k.startswith("    regex scan"))
+            phs = _insert_after(phs, "    pyarrow.json.read_json", "    (rest of _arrow_parse: validate…)", rest)
+        prow = [[k, _s(max(s, 0.0)), f"{100 * s / ph['seconds']:.0f}%"] for k, s in phs.items()]
         top = sum(s for k, s in ph["phases"].items() if not k.startswith(" "))
         prow.append(["other (open_run, store lookup, cache sizing…)", _s(max(ph["seconds"] - top, 0.0)),
                      f"{100 * max(ph['seconds'] - top, 0.0) / ph['seconds']:.0f}%"])
@@ -681,7 +741,7 @@ def build_report(gen: Generated, results: dict, in_process: bool) -> tuple[str, 
         text += "\n\nrundash cold-load phases (wrapped internals; indented = part of the line above)\n\n"
         text += format_table(["phase", "time (s)", "share"], prow, right={1, 2})
         if ph.get("cprofile"):
-            text += "\n\ncProfile of the cold load (by tottime)\n" + ph["cprofile"]
+            text += "\n\ncProfile of another cold load (by tottime)\n" + ph["cprofile"]
     return text, checks_data
 
 
@@ -703,15 +763,18 @@ def cmd_metrics(args) -> int:
                                    opts.refresh_repeat, opts.profile)
             return run_one_subprocess(contender, gen.path, extra)
 
-        results = {}
-        for contender in ("rundash", "pyarrow", "pandas"):
-            samples = []
-            for _ in range(max(args.repeat, 1)):
-                print(f"measuring {contender} …", flush=True)
-                samples.append(one(contender))
-            best = min(samples, key=lambda r: r["seconds"])
-            best["peak_rss_mb"] = max(r["peak_rss_mb"] for r in samples)
-            best["delta_rss_mb"] = max(r["delta_rss_mb"] for r in samples)
+        load0 = os.getloadavg()[0]
+        results: dict = {}
+        samples: dict[str, list[dict]] = {}
+        for r in range(max(args.repeat, 1)):  # interleaved, so background load hits all alike
+            for contender in ("rundash", "pyarrow", "pyarrow-tuned", "pandas"):
+                print(f"measuring {contender} ({r + 1}/{max(args.repeat, 1)}) …", flush=True)
+                samples.setdefault(contender, []).append(one(contender))
+        for contender, runs in samples.items():
+            best = dict(min(runs, key=lambda x: x["seconds"]))
+            best["peak_rss_mb"] = max(x["peak_rss_mb"] for x in runs)
+            best["delta_rss_mb"] = max(x["delta_rss_mb"] for x in runs)
+            best["all_seconds"] = [x["seconds"] for x in runs]
             results[contender] = best
         print("verifying the tidy frame against an independent merge …", flush=True)
         results["verify"] = one("verify")
@@ -720,6 +783,7 @@ def cmd_metrics(args) -> int:
         print("measuring refresh after appending rows …", flush=True)
         results["refresh"] = one("refresh", ["--spec", json.dumps(asdict(spec)),
                                              "--refresh-repeat", str(args.refresh_repeat)])
+        results["loadavg"] = [load0, os.getloadavg()[0]]
         text, checks = build_report(gen, results, args.in_process)
         print()
         print(text, flush=True)
@@ -732,9 +796,20 @@ def cmd_metrics(args) -> int:
             shutil.rmtree(root, ignore_errors=True)
 
 
+CONTENDERS = {
+    "rundash": "cold load into the tidy frame",
+    "pandas": "pandas.read_json(path, lines=True)",
+    "pyarrow": "pyarrow.json.read_json(path), default options",
+    "pyarrow-tuned": "pyarrow.json.read_json with rundash's block size",
+    "verify": "cold load, then compare with an independent merge",
+    "phases": "cold load with rundash's phases timed",
+    "refresh": "cold load, then append rows and time the refresh",
+}
+
+
 def _one_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m rundash_core.bench _one")
-    p.add_argument("contender", choices=["rundash", "pandas", "pyarrow", "verify", "refresh", "phases"])
+    p.add_argument("contender", choices=list(CONTENDERS))
     p.add_argument("path", help="the metrics.jsonl file")
     p.add_argument("--spec", help="generator Spec as JSON (refresh: how to write appended rows)")
     p.add_argument("--refresh-repeat", type=int, default=5)
@@ -748,7 +823,8 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("metrics", help="metrics.jsonl cold load / refresh vs pandas and pyarrow")
     m.add_argument("--steps", type=int, default=10000, help="training steps to generate (default 10000)")
     m.add_argument("--keys", type=int, default=300, help="metric keys per producer (default 300)")
-    m.add_argument("--dir", help="write the run to DIR/bench-run and keep it (default: a temp dir, removed)")
+    m.add_argument("--dir", help="write the run to DIR/bench-run (replaced if present) and keep it "
+                   "(default: a temp dir, removed at the end)")
     m.add_argument("--repeat", type=int, default=1, help="cold-load runs per contender; the best counts (default 1)")
     m.add_argument("--refresh-repeat", type=int, default=5, help="refresh rounds; the best counts (default 5)")
     m.add_argument("--seed", type=int, default=0)

@@ -26,6 +26,11 @@ def _sizeof(value: Any) -> int:
     return _deep_size(value)
 
 
+def _grows(value: Any) -> bool:
+    """Entries that follow their file report a live `nbytes`; the rest are sized once."""
+    return isinstance(getattr(value, "nbytes", None), int)
+
+
 def _deep_size(obj: Any, depth: int = 0) -> int:
     size = sys.getsizeof(obj)
     if depth > 20:
@@ -45,6 +50,7 @@ class LRUCache:
     def __init__(self, limit_bytes: int = DEFAULT_LIMIT):
         self.limit = limit_bytes
         self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._fixed_sizes: dict[Any, int] = {}  # sizes of entries that never change
         self._lock = threading.RLock()
         self.hits = 0
         self.misses = 0
@@ -59,31 +65,41 @@ class LRUCache:
         value = factory()
         with self._lock:
             value = self._items.setdefault(key, value)
+            if not _grows(value):
+                self._fixed_sizes[key] = _sizeof(value)
             self._items.move_to_end(key)
             self.evict()
             return value
 
+    def _size(self, key: Any, value: Any) -> int:
+        size = self._fixed_sizes.get(key)
+        return _sizeof(value) if size is None else size
+
     def evict(self) -> None:
-        """Drop least-recently-used entries until the total size is within the limit."""
+        """Drop least-recently-used entries until the total size is within the limit. Entries
+        that grow call this after growing (`MetricStore` refreshes through the cache)."""
         with self._lock:
-            sizes = {k: _sizeof(v) for k, v in self._items.items()}
+            sizes = {k: self._size(k, v) for k, v in self._items.items()}
             total = sum(sizes.values())
             while total > self.limit and len(self._items) > 1:
                 key, _ = self._items.popitem(last=False)
+                self._fixed_sizes.pop(key, None)
                 total -= sizes.pop(key)
 
     def discard(self, key: Any) -> None:
         with self._lock:
             self._items.pop(key, None)
+            self._fixed_sizes.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._fixed_sizes.clear()
 
     @property
     def total_bytes(self) -> int:
         with self._lock:
-            return sum(_sizeof(v) for v in self._items.values())
+            return sum(self._size(k, v) for k, v in self._items.items())
 
     def __len__(self) -> int:
         return len(self._items)

@@ -63,17 +63,19 @@ def legacy_producer(row: dict, *, sft: bool = False) -> str:
 class Reference:
     stepped: dict = field(default_factory=dict)  # (producer, step) -> {metric: value}
     step_time: dict = field(default_factory=dict)  # (producer, step) -> max time
+    cell_time: dict = field(default_factory=dict)  # (producer, step, metric) -> time of the row that set it
     first_time: dict = field(default_factory=dict)  # (producer, step) -> min time
     timed: list = field(default_factory=list)  # (producer, time, {metric: value}) per row
     rows: list = field(default_factory=list)  # every parsed row (dict) in file order
     first_row_time: float | None = None
 
     def tidy_counter(self) -> Counter:
-        """Multiset of (producer, step or None, metric, value, time) as the tidy frame holds them."""
+        """Multiset of (producer, step or None, metric, value, time) as the tidy frame holds them;
+        a step-keyed value's time is the time of the line that wrote it (last one wins)."""
         c = Counter()
         for (p, s), vals in self.stepped.items():
             for m, v in vals.items():
-                c[(p, s, m, v, _t(self.step_time[(p, s)]))] += 1
+                c[(p, s, m, v, _t(self.cell_time[(p, s, m)]))] += 1
         for p, t, vals in self.timed:
             for m, v in vals.items():
                 c[(p, None, m, v, _t(t))] += 1
@@ -128,6 +130,7 @@ def reference_metrics(data: bytes, *, sft: bool = False) -> Reference:
         if _is_number(step) and step >= 0:
             key = (producer, int(step))
             ref.stepped.setdefault(key, {}).update(values)
+            ref.cell_time.update({(producer, int(step), m): t for m in values})
             ref.step_time[key] = _nanmax(ref.step_time.get(key, math.nan), t)
             ref.first_time[key] = -_nanmax(-ref.first_time.get(key, math.nan), -t)
         else:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 
-import pyarrow as pa
 import pytest
 
 from rundash_core.io import jsonl
@@ -12,9 +11,10 @@ from rundash_core.io.jsonl import JsonlTail, LineProblems, parse_jsonl_bytes
 from conftest import parse_row_bytes, write_lines
 
 
-def rows_of(table: pa.Table) -> list[dict]:
-    """Table rows without the keys a row did not have (Arrow fills them with None)."""
-    return [{k: v for k, v in r.items() if v is not None} for r in table.to_pylist()]
+def rows_of(rows) -> list[dict]:
+    """Parsed rows without null values (the reference parse drops them too)."""
+    rows = getattr(rows, "rows", rows)
+    return [{k: v for k, v in r.items() if v is not None} for r in rows]
 
 
 def ref_rows(data: bytes) -> list[dict]:
@@ -54,7 +54,7 @@ def test_first_poll_reads_complete_lines(tmp_path, parsed):
     tail = JsonlTail(p)
     res = tail.poll()
     assert res.reset and res.first_line == 1
-    assert rows_of(res.table) == ref_rows(data)
+    assert rows_of(res.rows) == ref_rows(data)
     assert (tail.offset, tail.lines, tail.pending_bytes) == (len(data), 5, 0)
     assert parsed == [data]
     assert tail.poll() is None  # nothing changed
@@ -71,7 +71,7 @@ def test_only_appended_bytes_are_parsed(tmp_path, parsed):
     assert not res.reset
     assert res.first_line == 51
     assert parsed[-1] == added  # exactly the appended bytes, nothing before them
-    assert rows_of(res.table) == ref_rows(added)
+    assert rows_of(res.rows) == ref_rows(added)
     assert (tail.offset, tail.lines) == (len(first) + len(added), 53)
     assert sum(len(b) for b in parsed) == len(first) + len(added)
 
@@ -84,20 +84,20 @@ def test_partial_last_line_held_back_until_newline(tmp_path, parsed):
         fh.write(line[:17])  # the writer is mid-line
     tail = JsonlTail(p)
     res = tail.poll()
-    assert rows_of(res.table) == ref_rows(complete)
+    assert rows_of(res.rows) == ref_rows(complete)
     assert tail.pending_bytes == 17 and tail.offset == len(complete)
     assert not tail.problems.counts  # a partial line is not an error
     assert tail.poll() is None  # still mid-line, nothing new
     with open(p, "ab") as fh:
         fh.write(line[17:30])
     res = tail.poll()
-    assert res is None or res.table.num_rows == 0
+    assert res is None or len(res.rows) == 0
     assert tail.pending_bytes == 30
     with open(p, "ab") as fh:
         fh.write(line[30:])
     res = tail.poll()
     assert not res.reset and res.first_line == 3
-    assert rows_of(res.table) == [rows(1, start=2)[0]]
+    assert rows_of(res.rows) == [rows(1, start=2)[0]]
     assert parsed[-1] == line
     assert (tail.offset, tail.pending_bytes, tail.lines) == (len(complete) + len(line), 0, 3)
     assert not tail.problems.counts
@@ -108,13 +108,13 @@ def test_file_without_newline_yet(tmp_path):
     p.write_bytes(b'{"step": 0, "ti')
     tail = JsonlTail(p)
     res = tail.poll()
-    assert res is None or res.table.num_rows == 0
+    assert res is None or len(res.rows) == 0
     assert tail.offset == 0 and tail.pending_bytes == 15
     assert tail.poll() is None
     with open(p, "ab") as fh:
         fh.write(b'me": 5.0}\n')
     res = tail.poll()
-    assert rows_of(res.table) == [{"step": 0, "time": 5.0}]
+    assert rows_of(res.rows) == [{"step": 0, "time": 5.0}]
 
 
 def test_truncated_file_is_reread(tmp_path):
@@ -127,7 +127,7 @@ def test_truncated_file_is_reread(tmp_path):
     assert os.stat(p).st_ino == ino
     res = tail.poll()
     assert res.reset and res.first_line == 1
-    assert rows_of(res.table) == ref_rows(data)
+    assert rows_of(res.rows) == ref_rows(data)
     assert (tail.offset, tail.lines) == (len(data), 4)
 
 
@@ -141,7 +141,7 @@ def test_replaced_file_same_size_is_reread(tmp_path):
     os.replace(tmp_path / "new.jsonl", p)  # new inode, same size
     res = tail.poll()
     assert res.reset
-    assert rows_of(res.table) == ref_rows(new)
+    assert rows_of(res.rows) == ref_rows(new)
 
 
 def test_replaced_file_larger_is_reread_not_appended(tmp_path):
@@ -152,7 +152,7 @@ def test_replaced_file_larger_is_reread_not_appended(tmp_path):
     new = write_lines(tmp_path / "new.jsonl", rows(30, start=1000))
     os.replace(tmp_path / "new.jsonl", p)
     res = tail.poll()
-    assert res.reset and rows_of(res.table) == ref_rows(new)
+    assert res.reset and rows_of(res.rows) == ref_rows(new)
 
 
 def test_rewritten_in_place_same_size_is_reread(tmp_path):
@@ -165,7 +165,7 @@ def test_rewritten_in_place_same_size_is_reread(tmp_path):
     st = os.stat(p)
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     res = tail.poll()
-    assert res.reset and rows_of(res.table) == ref_rows(new)
+    assert res.reset and rows_of(res.rows) == ref_rows(new)
 
 
 def test_truncated_to_empty_then_quiet_then_regrows(tmp_path, parsed):
@@ -175,13 +175,13 @@ def test_truncated_to_empty_then_quiet_then_regrows(tmp_path, parsed):
     tail.poll()
     p.write_bytes(b"")
     res = tail.poll()
-    assert res.reset and res.table.num_rows == 0
+    assert res.reset and len(res.rows) == 0
     n = len(parsed)
     assert tail.poll() is None  # an empty file that stays empty is "nothing new"
     assert tail.poll() is None
     data = write_lines(p, rows(2, start=7), mode="a")
     res = tail.poll()
-    assert rows_of(res.table) == ref_rows(data)
+    assert rows_of(res.rows) == ref_rows(data)
     assert parsed[n:] == [data]
     more = write_lines(p, rows(1, start=9), mode="a")
     res = tail.poll()
@@ -195,13 +195,13 @@ def test_truncated_to_partial_line_then_completed(tmp_path, parsed):
     tail.poll()
     p.write_bytes(b'{"step": 3, "time')
     res = tail.poll()
-    assert res.reset and res.table.num_rows == 0
+    assert res.reset and len(res.rows) == 0
     assert tail.poll() is None
     with open(p, "ab") as fh:
         fh.write(b'": 9.0}\n')
     res = tail.poll()
     assert not res.reset
-    assert rows_of(res.table) == [{"step": 3, "time": 9.0}]
+    assert rows_of(res.rows) == [{"step": 3, "time": 9.0}]
     assert parsed[-1] == b'{"step": 3, "time": 9.0}\n'
 
 
@@ -211,7 +211,7 @@ def test_missing_file_then_created(tmp_path):
     assert tail.poll() is None and tail.error == "missing"
     data = write_lines(p, rows(2))
     res = tail.poll()
-    assert tail.error is None and rows_of(res.table) == ref_rows(data)
+    assert tail.error is None and rows_of(res.rows) == ref_rows(data)
 
 
 def test_directory_instead_of_file(tmp_path):
@@ -230,7 +230,7 @@ def test_line_numbers_across_polls(tmp_path):
     write_lines(p, [rows(1, 3)[0], b"{garbage", rows(1, 4)[0], b"[1, 2]"], mode="a")
     res = tail.poll()
     assert res.first_line == 4
-    assert [r["step"] for r in rows_of(res.table)] == [3, 4]
+    assert [r["step"] for r in rows_of(res.rows)] == [3, 4]
     assert tail.problems.counts == {"truncated JSON line": 1, "not a JSON object": 1}
     assert tail.problems.first_line == {"truncated JSON line": 5, "not a JSON object": 7}
 
@@ -242,8 +242,8 @@ def test_parse_counts_bad_lines_by_kind():
              "[1, 2]", "42", '"text"', json.dumps(good[3]), "null", json.dumps(good[4]), "", json.dumps(good[5])]
     buf = ("\n".join(lines) + "\n").encode()
     probs = LineProblems()
-    table = parse_jsonl_bytes(buf, probs, first_line=10)
-    assert rows_of(table) == ref_rows(buf) == good
+    parsed_ = parse_jsonl_bytes(buf, probs, first_line=10)
+    assert rows_of(parsed_) == ref_rows(buf) == good
     assert probs.counts == {"truncated JSON line": 1, "not JSON": 1, "not a JSON object": 4}
     assert probs.first_line == {"truncated JSON line": 11, "not JSON": 13, "not a JSON object": 15}
 
@@ -254,76 +254,75 @@ def test_line_reader_keeps_keys_missing_from_the_first_row():
             {"step": 1, "time": 3.0, "optim/lr": 1e-6, "producer": "trainer"}]
     buf = ("\n".join([json.dumps(good[0]), "{bad", json.dumps(good[1]), json.dumps(good[2])]) + "\n").encode()
     probs = LineProblems()
-    table = parse_jsonl_bytes(buf, probs)
-    assert set(table.column_names) == {"step", "time", "inference/x", "loss/mean", "optim/lr", "producer"}
-    assert rows_of(table) == ref_rows(buf) == [{k: v for k, v in r.items() if v is not None} for r in good]
+    parsed_ = parse_jsonl_bytes(buf, probs)
+    assert set().union(*parsed_.rows) == {"step", "time", "inference/x", "loss/mean", "optim/lr", "producer"}
+    assert [parsed_.line_of(i) for i in range(3)] == [1, 3, 4]
+    assert rows_of(parsed_) == ref_rows(buf) == [{k: v for k, v in r.items() if v is not None} for r in good]
 
 
 def test_parse_bare_null_line_is_counted():
     buf = b'{"a": 1}\nnull\n{"a": 2}\n'
     probs = LineProblems()
-    table = parse_jsonl_bytes(buf, probs)
-    assert rows_of(table) == [{"a": 1}, {"a": 2}]
+    parsed_ = parse_jsonl_bytes(buf, probs)
+    assert rows_of(parsed_) == [{"a": 1}, {"a": 2}]
     assert probs.counts == {"not a JSON object": 1} and probs.first_line["not a JSON object"] == 2
 
 
 def test_parse_invalid_utf8_does_not_raise():
     buf = b'{"a": 1, "p": "ok"}\n{"a": 2, "p": "x\xff\xfey"}\n{"a": 3}\n'
     probs = LineProblems()
-    table = parse_jsonl_bytes(buf, probs)
-    assert rows_of(table) == ref_rows(buf)
-    assert [r["a"] for r in rows_of(table)] == [1, 2, 3]
+    parsed_ = parse_jsonl_bytes(buf, probs)
+    assert rows_of(parsed_) == ref_rows(buf)
+    assert [r["a"] for r in rows_of(parsed_)] == [1, 2, 3]
     assert probs.counts == {"invalid UTF-8 (replaced)": 1} and probs.first_line["invalid UTF-8 (replaced)"] == 2
 
 
 def test_parse_nul_bytes_removed():
     buf = b'{"a": 1}\n\x00\x00\x00\x00{"a": 2}\n\x00\x00\x00\n{"a": 3}\n'
     probs = LineProblems()
-    table = parse_jsonl_bytes(buf, probs)
-    assert rows_of(table) == ref_rows(buf) == [{"a": 1}, {"a": 2}, {"a": 3}]
+    parsed_ = parse_jsonl_bytes(buf, probs)
+    assert rows_of(parsed_) == ref_rows(buf) == [{"a": 1}, {"a": 2}, {"a": 3}]
     assert probs.counts == {"NUL bytes (removed)": 2} and probs.first_line["NUL bytes (removed)"] == 2
 
 
 def test_parse_non_finite_tokens_counted():
     buf = b'{"a": 1.0}\n{"a": NaN}\n{"a": Infinity}\n{"a": -Infinity}\n'
     probs = LineProblems()
-    table = parse_jsonl_bytes(buf, probs)
-    got = [r["a"] for r in table.to_pylist()]
+    parsed_ = parse_jsonl_bytes(buf, probs)
+    got = [r["a"] for r in parsed_.rows]
     assert got[0] == 1.0 and got[1] != got[1] and got[2:] == [float("inf"), float("-inf")]
     assert sum(probs.counts.values()) == 3 and min(probs.first_line.values()) == 2
 
 
-@pytest.mark.parametrize("piece", [64, 200, 1 << 20])
-def test_parse_in_pieces_keeps_good_rows_and_line_numbers(monkeypatch, piece):
-    monkeypatch.setattr(jsonl, "PIECE_BYTES", piece)
+def test_bad_lines_keep_good_rows_and_line_numbers():
     lines = [json.dumps({"step": i, "v": i * 1.5}) for i in range(40)]
     lines[13] = '{"step": 13, "v": '
     lines[31] = "\x00garbage"
     buf = ("\n".join(lines) + "\n").encode()
     probs = LineProblems()
-    table = parse_jsonl_bytes(buf, probs, first_line=100)
-    assert rows_of(table) == ref_rows(buf)
-    assert [r["step"] for r in rows_of(table)] == [i for i in range(40) if i not in (13, 31)]
+    parsed_ = parse_jsonl_bytes(buf, probs, first_line=100)
+    assert rows_of(parsed_) == ref_rows(buf)
+    assert [r["step"] for r in rows_of(parsed_)] == [i for i in range(40) if i not in (13, 31)]
     assert probs.first_line["truncated JSON line"] == 113
     assert probs.counts["truncated JSON line"] == 1
     assert probs.first_line["NUL bytes (removed)"] == 131
+    assert [parsed_.line_of(i) for i in range(len(parsed_.rows))] == [100 + i for i in range(40) if i not in (13, 31)]
 
 
-def test_parse_pieces_with_a_key_of_different_types(monkeypatch):
-    """One piece has a key only as text, another as numbers and a bad line: no crash, good rows kept."""
-    monkeypatch.setattr(jsonl, "PIECE_BYTES", 100)
+def test_parse_a_key_of_different_types():
+    """A key that is text in some rows and a number in others, plus a bad line: good rows kept."""
     lines = [json.dumps({"step": i, "k": "text"}) for i in range(6)]
     lines += [json.dumps({"step": i, "k": i * 1.0}) for i in range(6, 12)]
     lines[9] = "{broken"
     buf = ("\n".join(lines) + "\n").encode()
     probs = LineProblems()
-    table = parse_jsonl_bytes(buf, probs)
-    assert [r["step"] for r in table.to_pylist()] == [i for i in range(12) if i != 9]
+    parsed_ = parse_jsonl_bytes(buf, probs)
+    assert [r["step"] for r in parsed_.rows] == [i for i in range(12) if i != 9]
     assert probs.counts["truncated JSON line"] == 1
 
 
 def test_parse_empty_and_blank():
     probs = LineProblems()
-    assert parse_jsonl_bytes(b"", probs).num_rows == 0
-    assert parse_jsonl_bytes(b"\n \n\n", probs).num_rows == 0
+    assert parse_jsonl_bytes(b"", probs).rows == []
+    assert parse_jsonl_bytes(b"\n \n\n", probs).rows == []
     assert not probs.counts

@@ -157,7 +157,12 @@ def test_refresh_after_appending_to_existing_step_merges(new_run, parsed):
     assert len(got) == len(old) + 1
     vals = dict(zip(got["metric"].astype(str), got["value"]))
     assert vals[key] == -1.5 and vals["new/key"] == 2.5
-    assert (got["time"] == 1_790_238_999.0).all()
+    times = dict(zip(got["metric"].astype(str), got["time"]))
+    assert times[key] == times["new/key"] == 1_790_238_999.0  # a value's time is when it was written
+    old_times = dict(zip(old["metric"].astype(str), old["time"]))
+    assert all(times[m] == t for m, t in old_times.items() if m != key)
+    wide = run.metrics_wide(producer="trainer").set_index("step")
+    assert wide.at[8, "time"] == 1_790_238_999.0  # the step's time is the last write
     assert_tidy_matches(after, reference_file(path))
     # the other producer's step 8 is untouched
     assert after[(after.producer == "orch") & (after.step == 8)]["value"].tolist() == \

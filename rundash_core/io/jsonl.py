@@ -1,30 +1,23 @@
-"""Incremental JSONL reading into Arrow tables.
+"""Incremental JSONL reading.
 
 `JsonlTail` remembers how far a file has been read (byte offset plus file identity), so a refresh
 parses only the complete lines appended since. A partial last line (a writer mid-line) is held
 back until its newline arrives; a file that shrank or was replaced is re-read from the start.
 
-Parsing is pyarrow's multi-threaded NDJSON reader on the whole byte range (the fast path). Only
-when that fails (garbage lines, bad UTF-8, NUL bytes, non-object lines) is the range split into
-pieces, and only the pieces that fail are parsed line by line, so one bad line costs one piece,
-not the file. Every line that could not be read is counted in `problems`, by kind, with the first
-line number where it happened.
+Lines are parsed with orjson (strict, fast); only a line orjson rejects goes through the lenient
+path (NUL bytes removed, bad UTF-8 replaced, `NaN`/`Infinity` accepted by the stdlib parser), and
+a line that still cannot be read is counted in `problems`, by kind, with the first line number.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
-import re
 from dataclasses import dataclass, field
-from typing import Callable
 
-import pyarrow as pa
-import pyarrow.json as pj
+import orjson
 
 from .files import FileId, describe_unreadable, file_id, read_range
 
-PIECE_BYTES = 4 << 20
 CHECKPOINT_BYTES = 64
 
 
@@ -52,149 +45,89 @@ class LineProblems:
             yield what, n, self.first_line[what]
 
 
-RowCoercer = Callable[[dict, int, LineProblems], dict | None]
+@dataclass
+class Parsed:
+    rows: list[dict]  # the JSON objects, in file order
+    nlines: int  # lines read (good or bad)
+    first_line: int
+    line_numbers: list[int] | None = None  # line of each row; None: rows[i] is line first_line + i
+
+    def line_of(self, i: int) -> int:
+        return self.first_line + i if self.line_numbers is None else self.line_numbers[i]
 
 
-def parse_jsonl_bytes(
-    buf: bytes,
-    problems: LineProblems,
-    *,
-    first_line: int = 1,
-    coerce_row: RowCoercer | None = None,
-) -> pa.Table:
-    """Parse complete JSONL lines into one Arrow table; bad lines are counted, never raised."""
-    if not buf.strip():
-        return pa.table({})
-    if b"NaN" in buf or b"Infinity" in buf:
-        _count_non_finite(buf, problems, first_line)
+def parse_jsonl_bytes(buf: bytes, problems: LineProblems, *, first_line: int = 1) -> Parsed:
+    """Parse complete JSONL lines; bad lines are counted in `problems`, never raised."""
+    if not buf:
+        return Parsed([], 0, first_line)
+    lines = buf.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
     try:
-        return _arrow_parse(buf)
-    except _ARROW_FAILS:
+        rows = list(map(orjson.loads, lines))  # the fast path: every line is clean JSON
+    except orjson.JSONDecodeError:
+        rows = [_lenient(raw, problems, first_line + i) for i, raw in enumerate(lines)]
+    if all(type(r) is dict for r in rows):
+        return Parsed(rows, len(lines), first_line)
+    kept, numbers = [], []
+    for i, r in enumerate(rows):
+        if type(r) is dict:
+            kept.append(r)
+            numbers.append(first_line + i)
+        elif r is not _SKIP:
+            problems.add("not a JSON object", first_line + i)
+    return Parsed(kept, len(lines), first_line, numbers)
+
+
+_SKIP = object()  # a line already accounted for (blank, or counted as a problem)
+
+
+def _lenient(raw: bytes, problems: LineProblems, line_no: int):
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
         pass
-    found = LineProblems()  # merged into `problems` once, whichever way the range is read
-    tables = []
-    line = first_line
-    for piece in _split_pieces(buf, PIECE_BYTES):
-        try:
-            tables.append(_arrow_parse(piece))
-        except _ARROW_FAILS:
-            tables.append(_parse_lines(piece, found, line, coerce_row))
-        line += piece.count(b"\n")
-    tables = [t for t in tables if t.num_columns]
-    try:
-        table = pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        # a key has different types in different pieces: read the whole range line by line
-        found = LineProblems()
-        table = _parse_lines(buf, found, first_line, coerce_row)
-    problems.update(found)
-    return table
-
-
-# Arrow's reader raises these on lines it cannot take (bad UTF-8 surfaces as UnicodeDecodeError).
-_ARROW_FAILS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError)
-# Arrow reads a bare `null` line as a row of nulls; it is not a JSON object, so the line reader
-# must see it.
-_NULL_LINE = re.compile(rb"[ \t\r]*null[ \t\r]*(?:\n|$)")
-_NULL_AFTER_NEWLINE = re.compile(rb"\n[ \t\r]*null[ \t\r]*(?:\n|$)")  # a literal first byte: fast scan
-
-
-def _arrow_parse(buf: bytes) -> pa.Table:
-    if b"null" in buf and (_NULL_LINE.match(buf) or _NULL_AFTER_NEWLINE.search(buf)):
-        raise pa.ArrowInvalid("a line is a bare null")
-    block = min(max(len(buf) // 8, 1 << 20), 64 << 20)
-    try:
-        table = pj.read_json(io.BytesIO(buf), read_options=pj.ReadOptions(block_size=block))
-    except pa.ArrowInvalid as e:
-        if "straddling" not in str(e):
-            raise
-        table = pj.read_json(io.BytesIO(buf), read_options=pj.ReadOptions(block_size=len(buf) + 1))
-    table.validate(full=True)  # Arrow keeps invalid UTF-8 in strings and keys; this raises on it
-    return table
-
-
-def _split_pieces(buf: bytes, size: int):
-    start = 0
-    while start < len(buf):
-        end = buf.find(b"\n", min(start + size, len(buf) - 1))
-        end = len(buf) if end < 0 else end + 1
-        yield buf[start:end]
-        start = end
-
-
-def _count_non_finite(buf: bytes, problems: LineProblems, first_line: int) -> None:
-    for i, raw in enumerate(buf.split(b"\n")):
-        if b"NaN" in raw or b"Infinity" in raw:
-            problems.add("NaN/Infinity values (shown as gaps or ±inf)", first_line + i)
-
-
-def _parse_lines(piece: bytes, problems: LineProblems, first_line: int, coerce_row) -> pa.Table:
-    rows = []
-    for i, raw in enumerate(piece.split(b"\n")):
-        line_no = first_line + i
+    if not raw.strip():
+        return _SKIP
+    if b"\x00" in raw:
+        problems.add("NUL bytes (removed)", line_no)
+        raw = raw.replace(b"\x00", b"")
         if not raw.strip():
-            continue
-        if b"\x00" in raw:
-            problems.add("NUL bytes (removed)", line_no)
-            raw = raw.replace(b"\x00", b"")
-            if not raw.strip():
-                continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            problems.add("invalid UTF-8 (replaced)", line_no)
-            text = raw.decode("utf-8", errors="replace")
-        try:
-            row = json.loads(text)
-        except ValueError:
-            what = "truncated JSON line" if text.lstrip().startswith("{") else "not JSON"
-            problems.add(what, line_no)
-            continue
-        if not isinstance(row, dict):
-            problems.add("not a JSON object", line_no)
-            continue
-        if coerce_row is not None:
-            row = coerce_row(row, line_no, problems)
-            if row is None:
-                continue
-        rows.append(row)
-    if not rows:
-        return pa.table({})
-    # not pa.Table.from_pylist: it takes the columns from the first row's keys only
-    return _from_rows(rows, problems, first_line)
-
-
-def _from_rows(rows: list[dict], problems: LineProblems, first_line: int) -> pa.Table:
-    """One column per key of any row; a key whose values change type keeps numbers (and None)
-    and turns the rest into strings."""
-    keys: dict[str, None] = {}
-    for r in rows:
-        keys.update(dict.fromkeys(r))
-    cols = {}
-    for k in keys:
-        vals = [r.get(k) for r in rows]
-        try:
-            cols[k] = pa.array(vals)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            problems.add(f"mixed value types for key {k!r}", first_line)
-            cols[k] = pa.array([None if v is None else json.dumps(v) if not isinstance(v, str) else v
-                                for v in vals], type=pa.string())
-    return pa.table(cols)
+            return _SKIP
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        problems.add("invalid UTF-8 (replaced)", line_no)
+        text = raw.decode("utf-8", errors="replace")
+    try:
+        row = json.loads(text)
+    except ValueError:
+        problems.add("truncated JSON line" if text.lstrip().startswith("{") else "not JSON", line_no)
+        return _SKIP
+    if b"NaN" in raw or b"Infinity" in raw:
+        problems.add("NaN/Infinity values (shown as gaps or ±inf)", line_no)
+    return row
 
 
 @dataclass
 class TailResult:
-    table: pa.Table
-    first_line: int
+    parsed: Parsed
     reset: bool  # the file was (re)read from the start: callers drop what they built before
+
+    @property
+    def rows(self) -> list[dict]:
+        return self.parsed.rows
+
+    @property
+    def first_line(self) -> int:
+        return self.parsed.first_line
 
 
 class JsonlTail:
     """Follows one append-only JSONL file; `poll()` returns only what is new since last time."""
 
-    def __init__(self, path: str | os.PathLike, coerce_row: RowCoercer | None = None):
+    def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        self.coerce_row = coerce_row
         self.fid: FileId | None = None
         self.offset = 0
         self.lines = 0
@@ -229,11 +162,11 @@ class JsonlTail:
         first_line = self.lines + 1
         complete = data[:cut]
         self.offset += cut
-        self.lines += complete.count(b"\n")
         if cut:
             self._checkpoint = complete[-CHECKPOINT_BYTES:]
-        table = parse_jsonl_bytes(complete, self.problems, first_line=first_line, coerce_row=self.coerce_row)
-        return TailResult(table, first_line, reset)
+        parsed = parse_jsonl_bytes(complete, self.problems, first_line=first_line)
+        self.lines += parsed.nlines
+        return TailResult(parsed, reset)
 
     def _continues(self, fid: FileId) -> bool:
         """Is `fid` the same file we read, grown or unchanged, with the bytes we read intact?"""

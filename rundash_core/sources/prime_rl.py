@@ -151,7 +151,8 @@ class PrimeRLRun(Run):
         store = cache.shared.get_or_create(
             ("metrics", os.path.realpath(path)),
             lambda: MetricStore(path, default_producer=default, infer_producer=flavor == "rl"))
-        store.refresh()
+        if store.refresh():
+            cache.shared.evict()  # it grew: keep the cache within its bound
         return store
 
     def metrics(self) -> pd.DataFrame:
@@ -299,8 +300,6 @@ class PrimeRLRun(Run):
             elif store.tail.fid is not None and store.tail.offset == 0 and store.tail.pending_bytes == 0:
                 out.append(Problem(path, "empty file: no metric rows yet"))
             out += [Problem(path, what, n, line) for what, n, line in store.tail.problems.items()]
-            out += [Problem(path, f"non-numeric values for key {k!r} ({t}; ignored)")
-                    for k, t in store.ignored_columns.items()]
         for p in self.config_files():
             err = load_config_file(p).error
             if err:
