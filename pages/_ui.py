@@ -90,16 +90,26 @@ def _directories(dirs: tuple[str, ...], roots: tuple[str, ...]) -> None:
         st.caption("Allowed roots: " + ", ".join(f"`{md_escape(r)}`" for r in roots))
 
 
-def _problems(run: Run) -> None:
+def run_problems(run: Run) -> list:
     try:
-        problems = run.problems()
+        return run.problems()
     except Exception as e:  # never let a reader error take the page down
-        problems = []
-        st.sidebar.error(f"Could not check this run's files: {type(e).__name__}")
+        st.error(f"Could not check this run's files ({type(e).__name__}); the data shown may be partial.")
+        return []
+
+
+def problems_panel(run: Run, *, expanded: bool = False, container=st) -> None:
+    """Every file of the run that could not be fully read: which file, what, how often."""
+    problems = run_problems(run)
     if problems:
-        with st.sidebar.expander(f"⚠️ {len(problems)} file problem{'s' * (len(problems) > 1)}", expanded=False):
+        label = f"{len(problems)} file problem{'s' * (len(problems) > 1)}: the run is shown without the unreadable parts"
+        with container.expander(label, expanded=expanded, icon=":material/warning:"):
             for p in problems:
                 st.code(str(p), language="text", wrap_lines=True)
+
+
+def _problems(run: Run) -> None:
+    problems_panel(run, container=st.sidebar)
 
 
 def current_run() -> Run | None:

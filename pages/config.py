@@ -35,6 +35,6 @@ if pattern is not None:
 for name, (text, lang, hits) in results.items():
     if pattern is not None and hits == 0:
         continue
-    label = f"{name}" + (f"  ·  {hits} match{'es' * (hits != 1)}" if pattern is not None else "")
+    label = _ui.md_escape(name) + (f"  ·  {hits} match{'es' * (hits != 1)}" if pattern is not None else "")
     with st.expander(label, expanded=pattern is not None or name.endswith(("rl.json", "orchestrator.json", "sft.json", "command.txt"))):
         st.code(text, language=lang if lang == "json" else language_for(name), wrap_lines=True)

@@ -43,6 +43,7 @@ def runs_table(filters) -> None:
 run = _ui.current_run()
 if run is not None:
     _ui.run_card(run)
+    _ui.problems_panel(run)
     st.divider()
 
 runs = _ui.runs_list()

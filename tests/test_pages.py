@@ -124,7 +124,7 @@ def test_config_page_attempts_and_search(monkeypatch, runs_dir):
     at.switch_page("pages/config.py").run()
     assert not at.exception
     run = rd.open_run(runs_dir / run_id)
-    assert [e.label for e in at.expander if e.label != "Directories"] == list(run.configs())
+    assert [e.label for e in at.expander if e.label != "Directories"] == [md_escape(n) for n in run.configs()]
     assert at.selectbox(key="cfg_attempt").format_func(None) == f"latest (attempt {run.latest_attempt()})"
     command = [c.value for c in at.code if c.value.startswith("uv run")]
     assert command and "--resume" in command[0]
