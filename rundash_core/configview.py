@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 
+from .redact import redact
+
 MISSING = object()
 
 
@@ -69,7 +71,9 @@ def render(value) -> tuple[str, str]:
 
 
 def search_config(value, pattern: re.Pattern | None) -> tuple[str, str, int]:
-    """Text to show, its language and the hit count for one config file under a search."""
+    """Text to show (secrets hidden), its language and the hit count for one config file under a
+    search."""
+    value = redact(value)
     text, lang = render(value)
     if pattern is None:
         return text, lang, 0

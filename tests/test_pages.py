@@ -1,6 +1,7 @@
 """Pages through Streamlit's AppTest: the real app.py, real pages, real run directories."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -231,3 +232,22 @@ def test_run_name_with_markup_is_shown_as_text(monkeypatch, tmp_path):
     caption = [c.value for c in at.caption if "prime-rl" in c.value][0]
     assert "<img" not in caption.replace("\\<img", "")
     assert "\\*\\*bold\\*\\*" in caption and "\\[link\\]" in caption
+
+
+def test_config_page_never_shows_secrets(monkeypatch, tmp_path):
+    out = tmp_path / "outputs"
+    run = out / "secret-run--qwen3-0.6b--5ec2e700"
+    shutil.copytree(DATA / "prime-rl-old" / "reverse-text--qwen3-0.6b--a7be3ee1", run, symlinks=True)
+    secret = "sk-THISISASECRETVALUE123456"
+    cfg = run / "configs" / "orchestrator.json"
+    data = json.loads(cfg.read_text())
+    data["client"] = {"api_key": secret, "base_url": "http://x"}
+    cfg.write_text(json.dumps(data))
+    at = make_app(monkeypatch, [out])
+    at.run()
+    at.switch_page("pages/config.py").run()
+    assert not at.exception
+    shown = " ".join(c.value for c in at.code)
+    assert "base_url" in shown and "[hidden]" in shown and secret not in shown
+    at.text_input(key="cfg_search").input("THISISASECRET").run()
+    assert secret not in " ".join(c.value for c in at.code)
