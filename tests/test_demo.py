@@ -14,10 +14,12 @@ import pytest
 
 import rundash_core as rd
 from rundash_core import demo
+from rundash_core.demo.folder import MARKER
+from rundash_core.demo.runs import RESUME_CRASH_STEP, RESUME_FROM, RUN_NAMES, SFT_STEPS
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 LOGURU = re.compile(r"^(?P<time>\d{2}:\d{2}:\d{2}) +(?P<level>TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL) (?P<msg>.*)$")
-NAMES = demo.RUN_NAMES
+NAMES = RUN_NAMES
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +58,7 @@ def test_writes_fast_small_and_returns_the_output_dir(written):
     assert runs == sorted(NAMES.values())
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
     assert size < 10 << 20, f"demo is {size / 1e6:.1f} MB"
-    marker = json.loads((folder / demo.MARKER).read_text())
+    marker = json.loads((folder / MARKER).read_text())
     assert marker["version"] == demo.DEMO_VERSION
     # written through a temp sibling that was renamed: nothing left next to it
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]
@@ -77,7 +79,7 @@ def test_second_call_is_idempotent_and_cheap(tmp_path):
 def test_stale_version_is_rewritten(tmp_path):
     root = tmp_path / "demo"
     demo.ensure_demo(root)
-    marker = root / demo.MARKER
+    marker = root / MARKER
     marker.write_text(json.dumps({"version": demo.DEMO_VERSION - 1, "written": time.time()}))
     (root / "leftover-from-old-version").mkdir()
     demo.ensure_demo(root)
@@ -100,8 +102,8 @@ def test_content_is_deterministic_for_a_given_now(tmp_path):
     now = 1_790_000_000.0
     a = demo.ensure_demo(tmp_path / "a", now=now)
     b = demo.ensure_demo(tmp_path / "b", now=now)
-    files_a = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file() and p.name != demo.MARKER)
-    files_b = sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file() and p.name != demo.MARKER)
+    files_a = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file() and p.name != MARKER)
+    files_b = sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file() and p.name != MARKER)
     assert files_a == files_b and len(files_a) > 40
     for rel in files_a:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
@@ -152,7 +154,7 @@ def test_discover_lists_the_four_runs_with_their_status(folder):
 
     sft = runs.loc[NAMES["sft"]]
     assert (sft.flavor, sft.status, sft.model) == ("sft", "completed", "Qwen/Qwen3-0.6B")
-    assert sft.step == sft.max_steps == demo.SFT_STEPS
+    assert sft.step == sft.max_steps == SFT_STEPS
     assert sft.train_envs == ["willcb/R1-reverse-wikipedia-paragraphs-v1-1000"]
 
     assert list(runs.index)[0] == NAMES["live"]  # newest first
@@ -225,8 +227,8 @@ def test_resumed_run_repeats_steps_and_the_reader_merges_them(folder):
     path = folder / NAMES["resumed"]
     raw = Counter(r["step"] for r in _rows(path / "monitors/file/metrics.jsonl")
                   if r["producer"] == "trainer" and "time/step" in r)
-    assert all(raw[s] == 2 for s in range(demo.RESUME_FROM + 1, demo.RESUME_CRASH_STEP + 1))
-    assert raw[demo.RESUME_FROM] == 1 and raw[demo.RESUME_CRASH_STEP + 1] == 1
+    assert all(raw[s] == 2 for s in range(RESUME_FROM + 1, RESUME_CRASH_STEP + 1))
+    assert raw[RESUME_FROM] == 1 and raw[RESUME_CRASH_STEP + 1] == 1
 
     m = rd.open_run(path).metrics()
     stepped = m[m["step"].notna()]
@@ -289,7 +291,7 @@ def test_layout_configs_and_logs_match_the_spec(folder):
     sft = folder / NAMES["sft"]
     assert (sft / "configs/latest/sft.toml").is_file()
     cfg = json.loads((sft / "configs/latest/resolved/sft.json").read_text())
-    assert cfg["max_steps"] == demo.SFT_STEPS and cfg["model"]["name"] == "Qwen/Qwen3-0.6B" and cfg["data"]["name"]
+    assert cfg["max_steps"] == SFT_STEPS and cfg["model"]["name"] == "Qwen/Qwen3-0.6B" and cfg["data"]["name"]
     sft_keys = set(rd.open_run(sft).metrics()["metric"].astype(str))
     assert {"loss/mean", "loss/perplexity", "val/loss", "val/perplexity", "progress/epoch", "optim/lr",
             "optim/grad_norm", "perf/mfu", "perf/throughput", "perf/peak_memory", "time/step",
