@@ -1,101 +1,160 @@
-"""The metrics benchmark at a tiny scale: generator, measurements, report and correctness checks."""
+"""The metrics benchmark at a tiny scale: report, generator, verification and refresh measurement."""
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections import Counter
+from dataclasses import asdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import rundash_core as rd  # noqa: E402
-from rundash_core import bench, cache  # noqa: E402
+from rundash_core import cache  # noqa: E402
+from rundash_core.bench import metrics, metrics_data as md  # noqa: E402
+from rundash_core.bench.__main__ import build_parser, main  # noqa: E402
+from rundash_core.bench.common import format_table, run_one  # noqa: E402
+
+TINY = md.Spec(steps=40, keys=80, mix_steps=5)  # keys=80: the trainer has per-env keys
 
 
-def _pure_python_merge(path: str) -> dict:
-    """(producer, step, metric) -> value for step rows (last wins), plus one entry per time-keyed value."""
-    merged: dict = {}
-    timed = 0
+def _generate(tmp_path, spec: md.Spec = TINY) -> md.Generated:
+    return md.generate_run(str(tmp_path / "bench-run"), spec)
+
+
+def _cold_tidy(gen: md.Generated):
+    cache.shared.clear()
+    return rd.open_run(os.path.dirname(os.path.dirname(os.path.dirname(gen.path)))).metrics()
+
+
+def _expected(path: str) -> tuple[dict, Counter]:
+    """From json.loads and the spec's rule: (producer, step, key) -> (value, time of the line that
+    wrote it, last write wins); time-keyed values as a multiset of (producer, time, key, value)."""
+    stepped, timed = {}, Counter()
     with open(path, encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
-            producer, step = row.pop("producer"), row.pop("step")
-            row.pop("time")
-            if step is None:
-                timed += len(row)
-                continue
+            producer, step, t = row.pop("producer"), row.pop("step"), row.pop("time")
             for key, value in row.items():
-                merged[(producer, step, key)] = float(value)
-    return {"stepped": merged, "timed": timed}
+                if step is None:
+                    timed[(producer, t, key, float(value))] += 1
+                else:
+                    stepped[(producer, step, key)] = (float(value), t)
+    return stepped, timed
 
 
-def test_metrics_bench_tiny(tmp_path, capsys):
-    rc = bench.main(["metrics", "--steps", "50", "--keys", "20", "--in-process", "--dir", str(tmp_path),
-                     "--refresh-repeat", "2"])
+def _actual(tidy) -> tuple[dict, Counter]:
+    """The same two views of rundash's tidy frame."""
+    stepped, timed = {}, Counter()
+    for producer, step, metric, value, t in zip(tidy["producer"].astype(str), tidy["step"].astype(object),
+                                                tidy["metric"].astype(str), tidy["value"].tolist(), tidy["time"].tolist()):
+        if step is pd.NA:
+            timed[(producer, t, metric, value)] += 1
+        else:
+            assert (producer, step, metric) not in stepped, "duplicate tidy row"
+            stepped[(producer, step, metric)] = (value, t)
+    return stepped, timed
+
+
+def test_report_has_every_row(tmp_path, capsys):
+    out_json = tmp_path / "result.json"
+    rc = main(["metrics", "--steps", "40", "--keys", "20", "--in-process", "--dir", str(tmp_path),
+               "--refresh-repeat", "2", "--json", str(out_json)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    for label in ("rundash cold load", "pandas.read_json(lines=True)", "pyarrow.json.read_json (raw parse)",
-                  "rundash refresh after +10 rows", "store.refresh() alone", "store.tidy() rebuild alone",
-                  "pandas / rundash", "rundash / pyarrow", "refresh / cold", "tidy rows = independent merge",
-                  "rundash cold-load phases", "total cold load", "tidy build"):
+    for label in ("rundash cold load: open_run().metrics() → tidy", "pandas.read_json(lines=True)",
+                  "pyarrow.json.read_json (raw parse)", "rundash refresh +10 rows: run.metrics()",
+                  "store.refresh() alone", "pandas / rundash", "rundash / pyarrow", "refresh / cold (run.metrics())",
+                  "read bytes (io.files.read_range)", "parse (io.jsonl.parse_jsonl_bytes, orjson)",
+                  "ingest (MetricStore._ingest: merge into blocks)", "tidy view (store.tidy())", "sum of the phases"):
         assert label in out, label
-    for check in ("tidy rows = independent merge", "per-(producer, step) counts", "time-keyed values per producer",
+    for check in ("tidy rows = independent merge", "step-keyed values and times", "time-keyed values and times",
                   "refresh adds the appended values"):
-        line = next(x for x in out.splitlines() if check in x)
+        line = next(x for x in out.splitlines() if x.startswith(f"| {check}"))
         assert line.rstrip(" |").endswith("PASS"), line
-
-    # The run is kept (--dir); the refresh measurement appended rows, so compare against the file now.
-    run_dir = tmp_path / "bench-run"
-    path = run_dir / "monitors" / "file" / "metrics.jsonl"
-    assert (run_dir / "configs").is_dir() and path.is_file()
-    rows = [json.loads(x) for x in path.read_text().splitlines()]
-    producers = {r["producer"] for r in rows}
-    assert producers == {"trainer", "orch"}
-    assert any(r["step"] is None for r in rows)
-    assert all(list(r)[0] == "step" and list(r)[-1] == "producer" for r in rows)
-    trainer_rows_per_step = {}
-    for r in rows:
-        if r["producer"] == "trainer":
-            trainer_rows_per_step[r["step"]] = trainer_rows_per_step.get(r["step"], 0) + 1
-    assert 5 in trainer_rows_per_step.values()  # perf, optim, tensor, time, system
-    assert 10 in trainer_rows_per_step.values()  # a step written twice (the resume)
-
-    cache.shared.clear()
-    tidy = rd.open_run(str(run_dir)).metrics()
-    expected = _pure_python_merge(str(path))
-    assert len(tidy) == len(expected["stepped"]) + expected["timed"]
-    stepped = tidy[tidy["step"].notna()]
-    got = {(p, int(s), m): v for p, s, m, v in zip(stepped["producer"].astype(str), stepped["step"],
-                                                    stepped["metric"].astype(str), stepped["value"])}
-    assert got == expected["stepped"]
-    assert int(tidy["step"].isna().sum()) == expected["timed"]
+    saved = json.loads(out_json.read_text())
+    assert saved["results"]["verify"]["ok"] and saved["checks"]["refresh_rows_ok"]
+    assert set(saved["results"]) >= {"rundash", "pandas", "pyarrow", "verify", "phases", "refresh"}
 
 
-def test_generator_shape():
-    spec = bench.Spec(steps=30, keys=300)
-    kinds = {k.name: k for k in bench.row_kinds(spec)}
-    trainer = sum(len(kinds[f"trainer-{n}"].keys) for n in ("perf", "optim", "tensor", "time", "system"))
-    assert trainer == 300 and len(kinds["orch"].keys) == 300
-    assert len(set(kinds["orch"].keys)) == 300
-    assert any(k.startswith("train/agg/") for k in kinds["orch"].keys)
-    assert any(k.startswith("train/reverse-text/") for k in kinds["orch"].keys)
-    assert all(k.startswith("inference/") for k in kinds["inference"].keys)
-    assert spec.step_sequence().count(20) == 2  # resume at 2/3 rewrites a few steps
+def test_tidy_frame_matches_independent_merge(tmp_path):
+    gen = _generate(tmp_path)
+    want_stepped, want_timed = _expected(gen.path)
+    rows = [json.loads(x) for x in open(gen.path)]
+    assert {r["producer"] for r in rows} == {"trainer", "orch"}
+    assert Counter((r["producer"], r["step"]) for r in rows)[("trainer", 25)] == 10  # 5 rows, twice: the resume
+    assert len({frozenset(r) for r in rows if "loss/mean" in r}) > 1  # per-env keys follow the env mix
+    got_stepped, got_timed = _actual(_cold_tidy(gen))
+    assert got_stepped == want_stepped  # values, and the time of the line that wrote each (last write wins)
+    assert got_timed == want_timed and sum(want_timed.values()) > 0
+    assert len(want_stepped) + sum(want_timed.values()) == md.independent_merge(open(gen.path, "rb")).tidy_rows
 
 
-def test_one_contender_in_subprocess(tmp_path):
-    gen = bench.generate_run(str(tmp_path / "bench-run"), bench.Spec(steps=20, keys=20))
-    result = bench.run_one_subprocess("pyarrow", gen.path)
-    assert result["rows"] == gen.lines and result["seconds"] > 0 and result["peak_rss_mb"] > 0
+def test_verification_catches_a_wrong_tidy_frame(tmp_path):
+    gen = _generate(tmp_path)
+    tidy = _cold_tidy(gen)
+    merged = md.independent_merge(open(gen.path, "rb"))
+    assert metrics.compare_tidy(tidy, merged)["ok"]
+    stepped = tidy.index[tidy["step"].notna()]
+    bad = tidy.copy()
+    bad.loc[stepped[0], "value"] += 1.0
+    bad.loc[stepped[1], "time"] += 1.0
+    bad = bad.drop(index=stepped[2])
+    result = metrics.compare_tidy(bad, merged)
+    assert not result["ok"]
+    assert (result["stepped"]["value_off"], result["stepped"]["time_off"], result["stepped"]["missing"]) == (1, 1, 1)
 
 
-def test_format_table_aligns():
-    text = bench.format_table(["a", "num"], [["x", "1.0"], ["longer", "10.25"]], right={1})
+def test_refresh_appends_new_steps(tmp_path):
+    gen = _generate(tmp_path)
+    lines_before = gen.lines
+    result = metrics.measure("refresh", gen.path, spec=asdict(TINY), refresh_repeat=2)
+    rows = [json.loads(x) for x in open(gen.path)]
+    appended = rows[lines_before:]
+    assert len(appended) == 2 * 2 * metrics.ROWS_PER_ROUND
+    new_steps = {r["step"] for r in appended if r["step"] is not None}
+    assert min(new_steps) == TINY.steps + 1 and result["steps"] == [TINY.steps, max(new_steps)]
+    assert {r["producer"] for r in appended if r["step"] is None} == {"orch"}  # time-keyed rows too
+    values = sum(len(r) - 3 for r in appended)
+    assert result["appended_values"] == values and result["rows_added"] == values
+    assert len(_cold_tidy(gen)) == result["rows"] + values
+    assert 0 < result["metrics_s"] and 0 < result["store_refresh_s"] and result["same_store"]
+
+
+def test_default_spec_is_about_200_mb():
+    spec = md.Spec()
+    kinds = md.row_kinds(spec)
+    by_producer = Counter()
+    for kind in kinds:
+        by_producer[kind.producer] += 0 if kind.name in ("inference", "periodic", "eval") else len(kind.keys)
+    assert by_producer == {"trainer": 300, "orch": 300}
+    seq = spec.step_sequence()
+    sample = [(pos, seq[pos]) for pos in range(0, len(seq), 25)]
+    lines = md.lines_for(spec, kinds, np.random.default_rng(0), sample)
+    estimate = sum(len(x.encode()) for x in lines) * len(seq) / len(sample)
+    assert 170e6 <= estimate <= 230e6, estimate / 1e6
+    assert sum(x.startswith('{"step": null') for x in lines) > 0
+    trainer_rows = Counter(json.loads(x)["step"] for x in lines if '"producer": "trainer"' in x)
+    assert set(trainer_rows.values()) == {5}
+
+
+def test_one_contender_in_fresh_process(tmp_path):
+    gen = _generate(tmp_path, md.Spec(steps=20, keys=20))
+    result = run_one("metrics", "pyarrow", {"path": gen.path})
+    assert result["rows"] == gen.lines and result["seconds"] > 0 and result["peak_rss_mb"] > 50
+
+
+def test_cli_defaults_and_table():
+    args = build_parser().parse_args(["metrics"])
+    assert (args.steps, args.keys, args.refresh_repeat) == (10000, 300, 5)
+    text = format_table(["a", "num"], [["x", "1.0"], ["longer", "10.25"]], right={1})
     lines = text.splitlines()
     assert len({len(x) for x in lines}) == 1
-    assert lines[1] == "|--------|------:|"
-    assert lines[3].endswith("| 10.25 |")
+    assert lines[1] == "|--------|------:|" and lines[3].endswith("| 10.25 |")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,42 @@
+"""`python -m rundash_core.bench <subcommand>`.
+
+Subcommands:
+
+- `metrics`: a ~200 MB synthetic prime-rl metrics.jsonl; rundash's cold load and refresh against
+  pandas.read_json and pyarrow.json.read_json, with the tidy frame verified (see `metrics`).
+
+`discovery`, `verl` and `charts` are to come; each adds its module's `add_parser`.
+
+`_one <bench> <contender> <kwargs JSON>` is internal: it measures one contender in this (fresh)
+process and prints one JSON line (see `common.run_one`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import metrics
+from .common import measure_here
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rundash_core.bench",
+                                     description="Benchmarks of rundash against pandas and pyarrow.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{metrics}")
+    metrics.add_parser(sub)
+    one = sub.add_parser("_one")  # internal, left out of the usage line
+    one.add_argument("bench", choices=["metrics"])
+    one.add_argument("contender")
+    one.add_argument("kwargs", type=json.loads, help="keyword arguments of the bench's measure(), as JSON")
+    one.set_defaults(func=lambda a: print(json.dumps(measure_here(a.bench, a.contender, a.kwargs))) or 0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

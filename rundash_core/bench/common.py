@@ -1,0 +1,74 @@
+"""What every benchmark shares: one measurement per fresh process, peak RSS, report tables.
+
+Why a fresh process per contender: peak RSS (`ru_maxrss`) only grows, so it says something about
+one contender only in a process that ran nothing else; and no contender profits from caches or
+allocator state another one left behind. `run_one` starts
+`python -m rundash_core.bench _one <bench> <contender> <kwargs as JSON>`, which calls
+`rundash_core.bench.<bench>.measure(contender, **kwargs)` and prints its result as one JSON line.
+"""
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import resource
+import subprocess
+import sys
+
+
+def rss_mb() -> float:
+    """Peak RSS of this process so far, in MB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def measure_here(bench: str, contender: str, kwargs: dict) -> dict:
+    """Run one contender in this process; `peak_rss_mb` counts from process start, `delta_rss_mb`
+    from after the bench module's imports."""
+    module = importlib.import_module(f"{__package__}.{bench}")
+    gc.collect()
+    base = rss_mb()
+    out = {"contender": contender, **module.measure(contender, **kwargs)}
+    out["peak_rss_mb"] = rss_mb()
+    out["delta_rss_mb"] = out["peak_rss_mb"] - base
+    return out
+
+
+def run_one(bench: str, contender: str, kwargs: dict, *, in_process: bool = False) -> dict:
+    """Measure one contender in a fresh Python process (or here, for fast tests)."""
+    if in_process:
+        return measure_here(bench, contender, kwargs)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", __package__, "_one", bench, contender, json.dumps(kwargs)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def format_table(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
+    """A markdown table with aligned columns; columns in `right` are right-aligned."""
+    right = right or set()
+    widths = [max([len(str(h)), *(len(str(r[i])) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "| " + " | ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if i in right else ("-" * (w + 2)) for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(headers), sep, *(line(r) for r in rows)])
+
+
+def secs(x: float) -> str:
+    """Seconds as `1.234`, or milliseconds below 0.1 s (`12.3 ms`)."""
+    return f"{x:.3f}" if x >= 0.1 else f"{x * 1000:.1f} ms"
+
+
+def mb(x: float | None) -> str:
+    return "" if x is None else f"{x:,.0f}"
+
+
+def pass_miss(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
