@@ -118,28 +118,52 @@ class TidyLog:
         return np.fromiter((self.metrics.setdefault(k, len(self.metrics)) for k in keys), dtype=np.int32,
                            count=len(keys))
 
-    def append_cells(self, block: Block, producer: str, cells: np.ndarray) -> None:
-        """Append the tidy rows of a block's cells (storage indices)."""
-        m = len(cells)
-        if m == 0:
-            return
+    def reserve(self, m: int) -> None:
+        """Room for m more rows; growing copies into new arrays, so frames already handed out
+        keep the old ones untouched."""
         cap = len(self.arrays["value"])
-        if self.n + m > cap:  # grow into new arrays; frames already handed out keep the old ones
+        if self.n + m > cap:
             new_cap = max(self.n + m, cap + cap // 2, 1024)
             for name, dt in self.FIELDS:
                 grown = np.empty(new_cap, dtype=dt)
                 grown[: self.n] = self.arrays[name][: self.n]
                 self.arrays[name] = grown
-        col, row = np.divmod(cells, block.values.shape[0])
-        sl = slice(self.n, self.n + m)
-        a = self.arrays
-        a["value"][sl] = block.flat()[cells]
-        a["time"][sl] = block.flat("cell_time")[cells]
-        a["metric"][sl] = self.codes(block.keys)[col]
-        a["producer"][sl] = self.producers.setdefault(producer, len(self.producers))
-        a["step_na"][sl] = not block.keyed_by_step
-        a["step"][sl] = block.steps[row] if block.keyed_by_step else 0
+
+    def _slot(self, m: int) -> slice:
+        self.reserve(m)
         self.n += m
+        return slice(self.n - m, self.n)
+
+    def _fill(self, sl: slice, producer: str, value, time, metric, step) -> None:
+        a = self.arrays
+        a["value"][sl] = value
+        a["time"][sl] = time
+        a["metric"][sl] = metric
+        a["producer"][sl] = self.producers.setdefault(producer, len(self.producers))
+        a["step_na"][sl] = step is None
+        a["step"][sl] = 0 if step is None else step
+
+    def append_cells(self, block: Block, producer: str, cells: np.ndarray) -> None:
+        """Append the tidy rows of a block's cells (storage indices)."""
+        if len(cells):
+            col, row = np.divmod(cells, block.values.shape[0])
+            self._fill(self._slot(len(cells)), producer, block.flat()[cells], block.flat("cell_time")[cells],
+                       self.codes(block.keys)[col], block.steps[row] if block.keyed_by_step else None)
+
+    def append_matrix(self, values: np.ndarray, codes: np.ndarray, times: np.ndarray,
+                      steps: np.ndarray | None, producer: str) -> None:
+        """Append the logged cells of a (rows × keys) matrix: row r has times[r] and steps[r]."""
+        n, k = values.shape
+        present = ~np.isnan(values)
+        if present.all():  # the usual case: plain repeats, no masking
+            cols = (values.ravel(), np.repeat(times, k), np.tile(codes, n),
+                    None if steps is None else np.repeat(steps, k))
+        else:
+            cols = (values[present], np.broadcast_to(times[:, None], (n, k))[present],
+                    np.broadcast_to(codes, (n, k))[present],
+                    None if steps is None else np.broadcast_to(steps[:, None], (n, k))[present])
+        if len(cols[0]):
+            self._fill(self._slot(len(cols[0])), producer, *cols)
 
     def frame(self) -> pd.DataFrame:
         """The tidy frame: views of rows [0, n), which are never written again."""

@@ -13,6 +13,7 @@ row with their time. Producers are never merged with each other.
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 import threading
 
@@ -31,7 +32,7 @@ _ORCH_KEY = re.compile(r"^(train|batch|off_policy|curriculum|eval)/|^progress/")
 def _step_of(value) -> int:
     """A row's step, or -1 for a time-keyed row (null, absent, or not a whole number)."""
     if type(value) is int:
-        return value if value >= 0 else -1
+        return value if 0 <= value < 1 << 62 else -1
     if type(value) is float and value.is_integer() and value >= 0:
         return int(value)
     return -1
@@ -39,6 +40,21 @@ def _step_of(value) -> int:
 
 def _time_of(value) -> float:
     return float(value) if type(value) in (int, float) else np.nan
+
+
+def _column(chosen: list[dict], shape: tuple, key: str, dtype, convert) -> np.ndarray:
+    """One reserved field (step, time) of rows sharing a key set, as an array."""
+    if key not in shape:
+        return np.full(len(chosen), convert(None), dtype=dtype)
+    raw = list(map(operator.itemgetter(key), chosen))
+    plain = (int,) if dtype is np.int64 else (int, float)
+    if all(type(v) in plain for v in raw):  # the usual case: one conversion in C
+        try:
+            arr = np.array(raw, dtype=dtype)
+            return np.where(arr >= 0, arr, -1) if dtype is np.int64 else arr
+        except OverflowError:
+            pass
+    return np.fromiter(map(convert, raw), dtype=dtype, count=len(raw))
 
 
 class MetricStore:
@@ -90,51 +106,53 @@ class MetricStore:
     # Ingest -------------------------------------------------------------------------------------
     def _ingest(self, parsed) -> None:
         rows = parsed.rows
+        by_keys: dict[tuple, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_keys.setdefault(tuple(row), []).append(i)
         n = len(rows)
         steps = np.empty(n, dtype=np.int64)
         times = np.empty(n)
-        producers: list = [None] * n
-        by_keys: dict[tuple, list[int]] = {}
-        for i, row in enumerate(rows):
-            steps[i] = _step_of(row.pop("step", None))
-            t = row.pop("time", None)
-            ts = row.pop("_timestamp", None)
-            times[i] = _time_of(ts if t is None else t)
-            p = row.pop("producer", None)
-            producers[i] = p if type(p) is str else None
-            by_keys.setdefault(tuple(row), []).append(i)
-        self._note_times(times)
-        # per (producer, keyed_by_step): list of (file positions, keys, value matrix)
+        # per (producer, keyed_by_step): list of (file positions, metric keys, value matrix)
         parts: dict[tuple[str, bool], list] = {}
-        for keys, idx in by_keys.items():
+        for shape, idx in by_keys.items():
+            chosen = [rows[i] for i in idx]
             idx = np.asarray(idx, dtype=np.int64)
-            values = self._values(rows, idx, keys, parsed)
+            keys = tuple(k for k in shape if k not in _RESERVED)
+            steps[idx] = _column(chosen, shape, "step", np.int64, _step_of)
+            times[idx] = _column(chosen, shape, "time" if "time" in shape else "_timestamp", np.float64, _time_of)
+            values = self._values(chosen, idx, keys, parsed)
             legacy = self._legacy_producer(keys)
-            prods = np.array([producers[i] or (legacy if steps[i] >= 0 else self.timed_producer) for i in idx.tolist()],
+            prods = [p if type(p := r.get("producer")) is str else None for r in chosen]
+            keyed = steps[idx] >= 0
+            prods = np.array([p or (legacy if k else self.timed_producer) for p, k in zip(prods, keyed.tolist())],
                              dtype=object)
             for prod in dict.fromkeys(prods.tolist()):
                 sel = prods == prod
                 for by_step in (True, False):
-                    mask = sel & ((steps[idx] >= 0) == by_step)
+                    mask = sel & (keyed == by_step)
                     if mask.any():
                         parts.setdefault((prod, by_step), []).append((idx[mask], keys, values[mask]))
+        self._note_times(times)
+        self.log.reserve(sum(int(v.size) for items in parts.values() for _, _, v in items))
         for (prod, by_step), items in parts.items():
             if by_step:
                 self._merge_stepped(prod, items, steps, times)
             else:
                 self._append_timed(prod, items, times)
 
-    def _values(self, rows: list[dict], idx: np.ndarray, keys: tuple, parsed) -> np.ndarray:
+    def _values(self, chosen: list[dict], idx: np.ndarray, keys: tuple, parsed) -> np.ndarray:
         """The (rows × keys) float matrix of rows that share a key set; non-numbers become NaN
         and are counted as problems of their line."""
         k = len(keys)
-        chosen = [rows[i] for i in idx.tolist()]
+        if k == 0:
+            return np.empty((len(chosen), 0))
+        get = operator.itemgetter(*keys) if k > 1 else (lambda r: (r[keys[0]],))
         try:  # numbers only (the writer's contract): one C loop
-            flat = np.fromiter(itertools.chain.from_iterable(r.values() for r in chosen), dtype=np.float64,
+            flat = np.fromiter(itertools.chain.from_iterable(map(get, chosen)), dtype=np.float64,
                                count=len(chosen) * k)
         except (TypeError, ValueError):
             flat = np.array([self._number(key, v, parsed.line_of(i))
-                             for i, r in zip(idx.tolist(), chosen) for key, v in zip(keys, r.values())],
+                             for i, r in zip(idx.tolist(), chosen) for key, v in zip(keys, get(r))],
                             dtype=np.float64)
         return flat.reshape(len(chosen), k)
 
@@ -166,26 +184,54 @@ class MetricStore:
 
     def _merge_stepped(self, prod: str, items: list, steps: np.ndarray, times: np.ndarray) -> None:
         block = self.stepped.setdefault(prod, Block(keyed_by_step=True))
+        rows_before = block.n
         positions = np.sort(np.concatenate([pos for pos, _, _ in items]))
         self._note_restarts(prod, steps[positions])
         uniq, inverse = np.unique(steps[positions], return_inverse=True)
+        block.columns_for(list(dict.fromkeys(k for _, keys, _ in items for k in keys)))  # grow once
         row_at = block.rows_for_steps(uniq)[inverse]  # block row of each position, in file order
-        cols_of = [block.columns_for(keys) for _, keys, _ in items]  # may grow the block first
+        placed = [(pos, row_at[np.searchsorted(positions, pos)], block.columns_for(keys), keys, values)
+                  for pos, keys, values in items]
+        risky = _rows_written_twice(placed, rows_before)
+        careful = []
+        for pos, rows, cols, keys, values in placed:
+            hit = np.isin(rows, risky) if risky.size else np.zeros(len(rows), dtype=bool)
+            if hit.any():
+                careful.append((pos[hit], rows[hit], cols, keys, values[hit]))
+            if not hit.all():  # the common case (a cold load, new steps): cells new and written once
+                ok = ~hit
+                self._write_new(block, prod, pos[ok], rows[ok], cols, keys, values[ok], times)
+        if careful:
+            self._write_last_wins(block, prod, careful, times)
+        t = times[positions]
+        np.fmax.at(block.tmax, row_at, t)
+        np.fmin.at(block.tmin, row_at, t)
+
+    def _write_new(self, block: Block, prod: str, pos, rows, cols, keys, values, times) -> None:
+        """Write cells nobody wrote before, and log them as tidy rows."""
+        t = times[pos]
+        block.values[rows[:, None], cols] = values
+        block.cell_time[rows[:, None], cols] = t[:, None]
+        if not self._log_stale:
+            step = block.steps[rows] if block.keyed_by_step else None
+            self.log.append_matrix(values, self.log.codes(keys), t, step, prod)
+
+    def _write_last_wins(self, block: Block, prod: str, placed: list, times: np.ndarray) -> None:
+        """Cells may be written twice (a step logged again, rows merging into an existing step):
+        the latest line wins, and a logged cell that changes makes the tidy log stale."""
         cap_r = block.values.shape[0]
         cells, order, vals = [], [], []
-        for (pos, _, values), cols in zip(items, cols_of):
-            rows = row_at[np.searchsorted(positions, pos)]
+        for pos, rows, cols, _keys, values in placed:
             r, c = np.nonzero(~np.isnan(values))
             cells.append(cols[c] * cap_r + rows[r])  # index into the column-major storage
             order.append(pos[r])
             vals.append(values[r, c])
         cells, order, vals = np.concatenate(cells), np.concatenate(order), np.concatenate(vals)
         flat = block.flat()
-        if len(items) > 1 or len(uniq) < len(positions):  # a cell may be written twice: last line wins
-            latest = np.full(flat.size, -1, dtype=np.int64)
-            np.maximum.at(latest, cells, order)
-            keep = order == latest[cells]
-            cells, vals, order = cells[keep], vals[keep], order[keep]
+        latest = np.full(flat.size, -1, dtype=np.int64)
+        np.maximum.at(latest, cells, order)
+        keep = order == latest[cells]
+        cells, vals, order = cells[keep], vals[keep], order[keep]
         existed = ~np.isnan(flat[cells])
         flat[cells] = vals
         block.flat("cell_time")[cells] = times[order]
@@ -193,9 +239,6 @@ class MetricStore:
             self._log_stale = True
         elif not self._log_stale:
             self.log.append_cells(block, prod, cells)
-        t = times[positions]
-        np.fmax.at(block.tmax, row_at, t)
-        np.fmin.at(block.tmin, row_at, t)
 
     def _note_restarts(self, prod: str, steps: np.ndarray) -> None:
         prev = self._max_step.get(prod, -1)
@@ -208,20 +251,13 @@ class MetricStore:
     def _append_timed(self, prod: str, items: list, times: np.ndarray) -> None:
         block = self.timed.setdefault(prod, Block(keyed_by_step=False))
         positions = np.sort(np.concatenate([pos for pos, _, _ in items]))
+        block.columns_for(list(dict.fromkeys(k for _, keys, _ in items for k in keys)))  # grow once
         new_rows = block.append_rows(len(positions))
-        cols_of = [block.columns_for(keys) for _, keys, _ in items]  # may grow the block first
-        cap_r = block.values.shape[0]
-        cells = []
-        for (pos, _, values), cols in zip(items, cols_of):
+        for pos, keys, values in items:
             rows = new_rows[np.searchsorted(positions, pos)]
-            r, c = np.nonzero(~np.isnan(values))
-            cells.append(cols[c] * cap_r + rows[r])
-            block.flat()[cells[-1]] = values[r, c]
-            block.flat("cell_time")[cells[-1]] = times[pos[r]]
+            self._write_new(block, prod, pos, rows, block.columns_for(keys), keys, values, times)
         block.tmax[new_rows] = times[positions]
         block.tmin[new_rows] = times[positions]
-        if not self._log_stale:
-            self.log.append_cells(block, prod, np.concatenate(cells))
 
     # Views --------------------------------------------------------------------------------------
     def max_step(self) -> int | None:
@@ -261,6 +297,23 @@ class MetricStore:
 
 
 _COW = int(pd.__version__.split(".")[0]) >= 3
+
+
+def _rows_written_twice(placed: list, rows_before: int) -> np.ndarray:
+    """Block rows where a cell may be written twice: rows that existed before this batch, a step
+    repeated within one key set (a resume), or a step shared by key sets with a common key."""
+    risky = []
+    seen: list[tuple[int, int, set, np.ndarray]] = []
+    for _pos, rows, _cols, keys, _values in placed:
+        if not rows.size:
+            continue
+        uniq, counts = np.unique(rows, return_counts=True)
+        risky += [rows[rows < rows_before], uniq[counts > 1]]
+        lo, hi, keyset = uniq[0], uniq[-1], set(keys)
+        risky += [np.intersect1d(uniq, other) for olo, ohi, okeys, other in seen
+                  if lo <= ohi and olo <= hi and not keyset.isdisjoint(okeys)]
+        seen.append((lo, hi, keyset, uniq))
+    return np.unique(np.concatenate(risky)) if risky else np.empty(0, dtype=np.int64)
 
 
 def empty_tidy() -> pd.DataFrame:
