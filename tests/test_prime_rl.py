@@ -427,13 +427,13 @@ def test_non_pattern_name_left_empty(tmp_path):
 
 
 def test_open_run_errors(tmp_path):
-    with pytest.raises(rd.RunError, match="no such directory"):
+    with pytest.raises(rd.RunError, match="nope: no such file or directory"):
         rd.open_run(tmp_path / "nope")
     (tmp_path / "file").write_text("x")
-    with pytest.raises(rd.RunError, match="not a directory"):
+    with pytest.raises(rd.RunError, match="not a run file of a supported kind"):
         rd.open_run(tmp_path / "file")
     (tmp_path / "plain").mkdir()
-    with pytest.raises(rd.RunError, match="not a run directory"):
+    with pytest.raises(rd.RunError, match="not a run directory of a supported kind .*prime-rl runs hold"):
         rd.open_run(tmp_path / "plain")
 
 

@@ -1,29 +1,68 @@
-"""One module per source format; this registry finds and opens runs of every kind."""
+"""One module per source format; this registry finds and opens runs of every kind.
+
+Each source says two things: whether a path (a directory, or a file such as a verl console log) is
+one of its runs (`detect`), and which runs sit directly in a tracked folder (`find`). Sources are
+tried in order; the first that claims a path owns it.
+"""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Callable
 
 from ..run import Run, RunError
 from . import prime_rl
 
-# (kind, "is this directory a run of mine?", Run class), tried in order.
-SOURCES = [
-    ("prime-rl", prime_rl.is_run_dir, prime_rl.PrimeRLRun),
+
+@dataclass(frozen=True)
+class Source:
+    kind: str
+    run_class: type[Run]
+    detect: Callable[[str], bool]  # is this path a run of this kind?
+    find: Callable[[list[os.DirEntry]], list[str]] | None = None  # runs among a folder's entries
+    describe: str = ""  # what a run of this kind looks like, for error messages
+
+
+def _child_dirs(detect: Callable[[str], bool]) -> Callable[[list[os.DirEntry]], list[str]]:
+    """`find` for directory-shaped runs: the non-hidden child directories that are runs."""
+    def find(entries: list[os.DirEntry]) -> list[str]:
+        out = []
+        for e in entries:
+            try:
+                if not e.name.startswith(".") and e.is_dir() and detect(e.path):
+                    out.append(e.path)
+            except OSError:
+                continue
+        return out
+    return find
+
+
+SOURCES: list[Source] = [
+    Source("prime-rl", prime_rl.PrimeRLRun, prime_rl.is_run_dir, _child_dirs(prime_rl.is_run_dir),
+           "prime-rl runs hold configs/, logs/, monitors/ or traces.jsonl"),
 ]
 
 
+def register(source: Source, *, before: str | None = None) -> None:
+    """Add a source (ordered before `before` when given: more specific kinds come first)."""
+    at = next((i for i, s in enumerate(SOURCES) if s.kind == before), len(SOURCES))
+    SOURCES.insert(at, source)
+
+
 def detect(path: str) -> type[Run] | None:
-    """The Run class that can read `path`, or None."""
-    if not os.path.isdir(path):
-        return None
-    for _kind, is_run, cls in SOURCES:
-        if is_run(path):
-            return cls
+    """The Run class that can read `path` (a directory or a file), or None."""
+    for source in SOURCES:
+        try:
+            if source.detect(path):
+                return source.run_class
+        except OSError:
+            continue
     return None
 
 
 def find_runs(folder: str) -> list[tuple[str, type[Run]]]:
-    """Runs in a tracked folder: the folder itself if it is a run, else its non-hidden children."""
+    """Runs in a tracked folder: the folder itself if it is a run, else the runs among its
+    entries (each source decides which entries, e.g. child run dirs or `*.log` files)."""
     cls = detect(folder)
     if cls is not None:
         return [(folder, cls)]
@@ -31,31 +70,23 @@ def find_runs(folder: str) -> list[tuple[str, type[Run]]]:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as e:
         raise RunError(f"{folder}: cannot list directory ({e.strerror or e})") from e
-    found = []
-    for entry in entries:
-        if entry.name.startswith("."):
+    found: dict[str, type[Run]] = {}
+    for source in SOURCES:
+        if source.find is None:
             continue
-        try:
-            if not entry.is_dir():
-                continue
-        except OSError:
-            continue
-        cls = detect(entry.path)
-        if cls is not None:
-            found.append((entry.path, cls))
-    return found
+        for path in source.find(entries):
+            found.setdefault(path, source.run_class)
+    return sorted(found.items())
 
 
 def open_run(path: str | os.PathLike, run_id: str | None = None) -> Run:
-    """Open a run directory of any supported kind; RunError says why when it is not one."""
+    """Open a run (directory or file) of any supported kind; RunError says why when it is not."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.lexists(path):
-        raise RunError(f"{path}: no such directory")
-    if not os.path.isdir(path):
-        raise RunError(f"{path}: not a directory")
+        raise RunError(f"{path}: no such file or directory")
     cls = detect(path)
     if cls is None:
-        raise RunError(
-            f"{path}: not a run directory of a supported kind (prime-rl runs hold configs/, logs/, "
-            "monitors/ or traces.jsonl)")
+        kinds = "; ".join(s.describe for s in SOURCES if s.describe)
+        what = "directory" if os.path.isdir(path) else "file"
+        raise RunError(f"{path}: not a run {what} of a supported kind ({kinds})")
     return cls(path, run_id=run_id)
