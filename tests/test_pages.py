@@ -28,6 +28,10 @@ def runs_dir(tmp_path) -> Path:
     for sub in ("prime-rl", "prime-rl-old"):
         for run in (DATA / sub).iterdir():
             shutil.copytree(run, out / run.name, symlinks=True)
+    old = 1_790_000_000.0  # long finished: statuses must not depend on when the repo was cloned
+    for dirpath, dirnames, filenames in os.walk(out):
+        for name in dirnames + filenames:
+            os.utime(os.path.join(dirpath, name), (old, old), follow_symlinks=False)
     return out
 
 
@@ -116,6 +120,9 @@ def test_overview_filters(monkeypatch, runs_dir):
     at.multiselect(key="f_status").select("running").run()
     assert not at.dataframe or at.dataframe[0].value.empty
     assert any("No runs match" in i.value for i in at.info)
+    at.multiselect(key="f_status").unselect("running").select("completed").run()
+    want = rd.discover([runs_dir]).query("status == 'completed'")["run_id"].tolist()
+    assert want and at.dataframe[0].value["run_id"].tolist() == want
 
 
 def test_config_page_attempts_and_search(monkeypatch, runs_dir):
