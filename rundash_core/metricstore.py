@@ -61,8 +61,10 @@ class MetricStore:
     """Follows one metrics JSONL file and keeps its merged rows; thread-safe."""
 
     def __init__(self, path: str, *, default_producer: str = "trainer", timed_producer: str = "orch",
-                 infer_producer: bool = True):
-        self.tail = JsonlTail(path)
+                 infer_producer: bool = True, tail=None):
+        # `tail` follows the file and yields row dicts ({"step", "time", "producer", key: number});
+        # JSONL by default, a console-log reader for sources whose metrics are printed lines.
+        self.tail = tail if tail is not None else JsonlTail(path)
         self.default_producer = default_producer
         self.timed_producer = timed_producer
         self.infer_producer = infer_producer  # False: every legacy row is default_producer's (sft, eval)
