@@ -12,6 +12,7 @@ from typing import Callable
 
 from ..run import Run, RunError
 from . import prime_rl
+from . import relax
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,9 @@ def _child_dirs(detect: Callable[[str], bool]) -> Callable[[list[os.DirEntry]], 
     return find
 
 
-SOURCES: list[Source] = [
+SOURCES: list[Source] = [  # most specific first: a Relax <save> may also hold logs/
+    Source("relax", relax.RelaxRun, relax.is_run_dir, _child_dirs(relax.is_run_dir),
+           "Relax runs hold rollout_result/{train,eval}/<step>.jsonl"),
     Source("prime-rl", prime_rl.PrimeRLRun, prime_rl.is_run_dir, _child_dirs(prime_rl.is_run_dir),
            "prime-rl runs hold configs/, logs/, monitors/ or traces.jsonl"),
 ]

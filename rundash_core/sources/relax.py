@@ -1,0 +1,409 @@
+"""Relax rollout results (`../shared/formats/relax.md`): one JSONL file of samples per step.
+
+A run is `<save>/rollout_result/{train,eval}/{rollout_id}.jsonl`; open `<save>` or its
+`rollout_result/` (or a custom `--rollout-result-dir` holding `train/` or `eval/` step files). The
+run is named after `<save>`. Relax writes no metrics and no config there, so `config()` is `{}` and
+the metrics are derived from the samples, one set per file (step = the file name's rollout_id;
+time = the file's mtime: each file is written once, at the end of its step):
+
+    producer "rollout" (train/N.jsonl), names `rollout/...`; producer "eval" (eval/N.jsonl), `eval/...`
+    <p>/samples                        rows in the file
+    <p>/reward/{mean,std,min,max}      over rows with a numeric reward (std: population, ddof=0)
+    <p>/reward/count                   rows with a numeric reward
+    <p>/response_length/{mean,max}     over every row with the field (pending rows have 0)
+    <p>/total_length/{mean,max}
+    <p>/status/<s>                     share of rows per status: completed, truncated, aborted,
+                                       failed, pending, unknown (any other value, or none)
+    rollout/groups/zero_variance       share of prompt groups (group_index, >=2 scored samples)
+                                       whose rewards are all equal: no GRPO signal
+    eval/<dataset>/{samples, reward/mean, reward/std, reward/count, response_length/mean}
+
+Rewards: a number counts; an object reward counts as its `score` (gpqa_diamond writes
+{score, acc, pred}; the run's `--reward-key` is not recorded anywhere, so `score` it is); null (not
+scored: pending or aborted rows) and anything else are left out of the reward stats, counted in
+`problems()`, and still counted in the status shares.
+
+Each file is parsed once per version (cache key: realpath + FileId), keeping only per-sample
+scalars; the run keeps the per-step metrics, so a refresh parses new or changed files only.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from .. import cache
+from ..io.files import FileId, describe_unreadable, file_id, mtime
+from ..io.jsonl import LineProblems, parse_jsonl_bytes
+from ..metricblock import TidyLog
+from ..run import Overview, Problem, Run, derive_status, utc
+
+SPLITS = ("train", "eval")
+PRODUCERS = {"train": "rollout", "eval": "eval"}
+RESULT_DIR = "rollout_result"
+STATUSES = ("completed", "truncated", "aborted", "failed", "pending")
+STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
+UNREADABLE = "cannot be read"
+CHUNK_BYTES = 16 << 20  # files are read in pieces so a huge file never sits in memory whole
+SAMPLE_COLUMNS = ("sample_id", "split", "step", "sample_index", "group_index", "dataset", "reward", "status",
+                  "response_length", "total_length", "prompt_length", "agent_turns", "locator")
+_INT_COLUMNS = ("sample_index", "group_index", "response_length", "total_length", "prompt_length", "agent_turns")
+
+
+# Finding runs --------------------------------------------------------------------------------------
+def _has_step_files(folder: str) -> bool:
+    try:
+        return any(STEP_FILE.match(n) for n in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def result_dir_of(path: str) -> str | None:
+    """The rollout_result folder of `path` (`<save>`, `rollout_result/` or a custom result dir)."""
+    if os.path.basename(path.rstrip(os.sep)).startswith(".") or not os.path.isdir(path):
+        return None
+    named = os.path.join(path, RESULT_DIR)
+    for folder, strict in ((named, False), (path, os.path.basename(path.rstrip(os.sep)) != RESULT_DIR)):
+        splits = [os.path.join(folder, s) for s in SPLITS if os.path.isdir(os.path.join(folder, s))]
+        if splits and (not strict or any(_has_step_files(s) for s in splits)):
+            return folder  # a custom-named folder needs a step file: `train/` alone is too common
+    return None
+
+
+def is_run_dir(path: str) -> bool:
+    return result_dir_of(path) is not None
+
+
+# Reading one step file -----------------------------------------------------------------------------
+@dataclass
+class StepFile:
+    """One parsed rollout file: its per-step metrics and per-sample scalars (no text)."""
+
+    split: str
+    step: int
+    metrics: dict[str, float]
+    samples: pd.DataFrame
+    problems: list[tuple[str, int, int]]  # (what, count, first line)
+    datasets: list[str]
+    model: str | None
+
+
+def _number(v) -> float | None:
+    if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
+        return float(v)
+    return None
+
+
+def _integer(v) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (math.inf, -math.inf):
+        return None
+    return int(v) if v == int(v) else None
+
+
+def _reward(value) -> tuple[float | None, str | None]:
+    """The training reward of a row and, when it is left out, why."""
+    if value is None:
+        return None, "reward null (not scored): left out of reward stats"
+    if isinstance(value, dict):
+        score = _number(value.get("score"))
+        return (score, None) if score is not None else (
+            None, "object reward without a numeric 'score': left out of reward stats")
+    number = _number(value)
+    return (number, None) if number is not None else (None, "reward not a number: left out of reward stats")
+
+
+def _sample(row: dict, split: str, step: int, line: int, problems: LineProblems) -> tuple:
+    reward, why = _reward(row.get("reward"))
+    if why:
+        problems.add(why, line)
+    status = row.get("status")
+    if status not in STATUSES:
+        problems.add("status missing or not a Relax status (counted as 'unknown')", line)
+        status = "unknown"
+    ints = {k: _integer(row.get(k)) for k in _INT_COLUMNS}
+    for k in ("response_length", "total_length"):
+        if ints[k] is None:
+            problems.add(f"{k} missing or not an integer: left out of length stats", line)
+    if ints["prompt_length"] is None and None not in (ints["total_length"], ints["response_length"]):
+        ints["prompt_length"] = max(ints["total_length"] - ints["response_length"], 0)  # older rows
+    if _integer(row.get("rollout_id")) != step:
+        problems.add("rollout_id differs from the file name (the file name's step is used)", line)
+    dataset = None
+    if split == "eval":
+        dataset = row.get("dataset")
+        if not isinstance(dataset, str) or not dataset:
+            problems.add("eval row without 'dataset' (grouped as 'default')", line)
+            dataset = "default"
+    index = ints["sample_index"]
+    ids = [split, str(step)] + ([dataset] if dataset else []) + [str(index) if index is not None else f"L{line}"]
+    return ("/".join(ids), dataset, reward, status, line, *(ints[k] for k in _INT_COLUMNS))
+
+
+def _rows(path: str, size: int, problems: LineProblems):
+    """(line number, row) of every JSON object among the first `size` bytes, chunk by chunk. A last
+    line without its newline is kept when it parses (else: the file is still being written)."""
+    carry, line = b"", 1
+    with open(path, "rb") as fh:
+        left = size
+        while left > 0:
+            data = carry + fh.read(min(CHUNK_BYTES, left))
+            left = size - fh.tell()
+            if len(data) == len(carry):
+                break
+            cut = data.rfind(b"\n") + 1
+            carry = data[cut:]
+            parsed = parse_jsonl_bytes(data[:cut], problems, first_line=line)
+            yield from ((parsed.line_of(i), r) for i, r in enumerate(parsed.rows))
+            line += parsed.nlines
+    if carry.strip():
+        try:
+            row = orjson.loads(carry)
+        except orjson.JSONDecodeError:
+            row = None
+        if isinstance(row, dict):
+            yield line, row
+        else:
+            problems.add("incomplete last line (still being written, or the writer stopped)", line)
+
+
+def parse_step_file(path: str, size: int, split: str, step: int) -> StepFile:
+    """Read one rollout file up to `size` bytes; never raises. A file that cannot be read gives
+    no metrics (rather than a step of zero samples)."""
+    problems = LineProblems()
+    records, model = [], None
+    try:
+        for line, row in _rows(path, size, problems):
+            records.append(_sample(row, split, step, line, problems))
+            if model is None and isinstance(row.get("model"), str):
+                model = row["model"]
+    except OSError as e:
+        problems.add(f"{UNREADABLE} ({e.strerror.lower() if e.strerror else e})", 0)
+        records = []
+    if size == 0:
+        problems.add("empty file: no samples", 0)
+    frame = _samples_frame(records, path, split, step)
+    read = not any(w.startswith(UNREADABLE) for w in problems.counts)
+    metrics = summarize(frame, PRODUCERS[split]) if read else {}
+    for dataset, rows in frame.groupby("dataset", sort=False) if split == "eval" else ():
+        m = summarize(rows, f"eval/{dataset}")
+        metrics.update({k: m[k] for k in (f"eval/{dataset}/{n}" for n in (
+            "samples", "reward/mean", "reward/std", "reward/count", "response_length/mean")) if k in m})
+    return StepFile(split, step, metrics, frame, [(w, n, ln) for w, n, ln in problems.items()],
+                    list(dict.fromkeys(frame["dataset"].dropna())), model)
+
+
+def _samples_frame(records: list[tuple], path: str, split: str, step: int) -> pd.DataFrame:
+    cols = list(zip(*records)) if records else [()] * (5 + len(_INT_COLUMNS))
+    sample_id, dataset, reward, status, line, *ints = cols
+    frame = pd.DataFrame({
+        "sample_id": pd.array(sample_id, dtype="str"), "split": pd.array([split] * len(records), dtype="str"),
+        "step": pd.array([step] * len(records), dtype="Int64"),
+        **{k: pd.array(v, dtype="Int64") for k, v in zip(_INT_COLUMNS[:2], ints[:2])},
+        "dataset": pd.array(dataset, dtype="str"), "reward": np.array(reward, dtype=float),
+        "status": pd.array(status, dtype="str"),
+        **{k: pd.array(v, dtype="Int64") for k, v in zip(_INT_COLUMNS[2:], ints[2:])},
+    })
+    frame["locator"] = [(path, n) for n in line]
+    return frame[list(SAMPLE_COLUMNS)]
+
+
+def summarize(samples: pd.DataFrame, prefix: str) -> dict[str, float]:
+    """The per-step metrics of some samples (see the module docstring); empty stats are left out."""
+    out = {f"{prefix}/samples": float(len(samples))}
+    rewards = samples["reward"].dropna().to_numpy()
+    if len(rewards):
+        out.update({f"{prefix}/reward/mean": rewards.mean(), f"{prefix}/reward/std": rewards.std(),
+                    f"{prefix}/reward/min": rewards.min(), f"{prefix}/reward/max": rewards.max()})
+    out[f"{prefix}/reward/count"] = float(len(rewards))
+    for col in ("response_length", "total_length"):
+        values = samples[col].dropna().to_numpy(dtype=float)
+        if len(values):
+            out.update({f"{prefix}/{col}/mean": values.mean(), f"{prefix}/{col}/max": values.max()})
+    if len(samples):
+        shares = samples["status"].value_counts(normalize=True)
+        out.update({f"{prefix}/status/{s}": float(shares.get(s, 0.0)) for s in (*STATUSES, "unknown")})
+    if prefix == "rollout":
+        groups = samples.dropna(subset=["group_index", "reward"]).groupby("group_index")["reward"]
+        spread = groups.agg(["count", "min", "max"])
+        spread = spread[spread["count"] >= 2]
+        if len(spread):
+            out["rollout/groups/zero_variance"] = float((spread["min"] == spread["max"]).mean())
+    return {k: float(v) for k, v in out.items()}
+
+
+def read_step_file(path: str, fid: FileId, split: str, step: int) -> StepFile:
+    """The parsed file from the shared cache; a file that could not be opened is not kept."""
+    key = ("relax", os.path.realpath(path), fid, split, step)
+    parsed = cache.shared.get_or_create(key, lambda: parse_step_file(path, fid.size, split, step))
+    if any(what.startswith(UNREADABLE) for what, _n, _l in parsed.problems):
+        cache.shared.discard(key)
+    return parsed
+
+
+# The run -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Kept:
+    """What the run keeps of one file: its identity and per-step summary, not its samples."""
+
+    path: str
+    fid: FileId
+    split: str
+    step: int
+    metrics: dict[str, float]
+    problems: list[tuple[str, int, int]]
+    datasets: list[str]
+    model: str | None
+    failed: bool  # could not be read: try again next time
+
+
+class RelaxRun(Run):
+    kind = "relax"
+
+    def __init__(self, path: str | os.PathLike, run_id: str | None = None):
+        super().__init__(path, run_id)
+        self.result_dir = result_dir_of(self.path) or os.path.join(self.path, RESULT_DIR)
+        if os.path.basename(self.path) == RESULT_DIR:  # opened at rollout_result/: name it after <save>
+            self.name = os.path.basename(os.path.dirname(self.path))
+            if run_id in (None, RESULT_DIR):
+                self.run_id = self.name
+        self._lock = threading.Lock()
+        self._kept: dict[str, _Kept] = {}
+        self._listing_problems: list[Problem] = []
+        self._log: TidyLog | None = None
+
+    # Files ---------------------------------------------------------------------------------------
+    def step_files(self) -> tuple[list[tuple[str, int, str]], list[Problem]]:
+        """(split, step, path) of every rollout file, steps in numeric order, and the duplicates: a
+        step named twice (`7.jsonl` and `07.jsonl`) keeps Relax's own, unpadded name."""
+        out, dupes = [], []
+        for split in SPLITS:
+            folder = os.path.join(self.result_dir, split)
+            try:
+                names = sorted(os.listdir(folder), key=lambda n: (len(n), n))  # unpadded first
+            except OSError:
+                continue
+            seen: dict[int, str] = {}
+            for name in names:
+                if (m := STEP_FILE.match(name)) is None:
+                    continue
+                step, path = int(m.group(1)), os.path.join(folder, name)
+                if step in seen:
+                    dupes.append(Problem(path, f"same step as {os.path.basename(seen[step])} (ignored)"))
+                    continue
+                seen[step] = path
+                out.append((split, step, path))
+        return sorted(out, key=lambda t: (SPLITS.index(t[0]), t[1])), dupes
+
+    def _refresh(self) -> list[_Kept]:
+        """Re-stat every file; parse only new or changed ones; update the tidy log in place when
+        files were only added, rebuild it (from kept summaries, no parsing) otherwise."""
+        with self._lock:
+            (listing, skipped), kept = self.step_files(), {}
+            for split, step, path in listing:
+                fid = file_id(path)
+                if fid is None:
+                    skipped.append(Problem(path, describe_unreadable(path)))
+                    continue
+                old = self._kept.get(path)
+                if old is not None and old.fid == fid and (old.split, old.step) == (split, step) and not old.failed:
+                    kept[path] = old
+                    continue
+                if old is not None:
+                    cache.shared.discard(("relax", os.path.realpath(path), old.fid, old.split, old.step))
+                f = read_step_file(path, fid, split, step)
+                failed = any(what.startswith(UNREADABLE) for what, _n, _l in f.problems)
+                kept[path] = _Kept(path, fid, split, step, f.metrics, f.problems, f.datasets, f.model, failed)
+            self._listing_problems = skipped
+            added = [k for p, k in kept.items() if p not in self._kept]
+            if self._log is None or len(kept) - len(added) != len(self._kept) or any(
+                    self._kept.get(p) is not k for p, k in kept.items() if p in self._kept):
+                self._log, added = TidyLog(), list(kept.values())
+            for k in added:
+                self._append(k)
+            self._kept = kept
+            return list(kept.values())
+
+    def _append(self, k: _Kept) -> None:
+        log, names = self._log, list(k.metrics)
+        if names:
+            log.append_matrix(np.array([list(k.metrics.values())]), log.codes(names),
+                              np.array([k.fid.mtime_ns / 1e9]), np.array([k.step]), PRODUCERS[k.split])
+
+    # Frames --------------------------------------------------------------------------------------
+    def metrics(self) -> pd.DataFrame:
+        """Tidy per-step metrics derived from the samples (names in the module docstring)."""
+        self._refresh()
+        with self._lock:
+            return self._log.frame()
+
+    def metrics_wide(self, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:
+        """One row per step, one column per metric (train and eval names never collide)."""
+        tidy = self.metrics()
+        keep = pd.Series(True, index=tidy.index)
+        if producer is not None:
+            keep &= tidy["producer"] == producer
+        if metrics is not None:
+            keep &= tidy["metric"].isin(metrics)
+        tidy = tidy[keep]
+        if tidy.empty:
+            return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": []})
+        order = [m for m in tidy["metric"].cat.categories if m in set(tidy["metric"])]
+        tidy = tidy.astype({"metric": "str"})
+        wide = tidy.pivot(index="step", columns="metric", values="value")[order]
+        wide.insert(0, "time", tidy.groupby("step")["time"].max())
+        wide = wide.sort_index().reset_index().rename_axis(columns=None)
+        wide["step"] = wide["step"].astype("Int64")
+        return wide
+
+    def samples(self, split: str | None = None, step: int | None = None) -> pd.DataFrame:
+        """One row per sample (scalars only; `locator` = (file, line) finds the full row)."""
+        if split is not None and split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS} or None, not {split!r}")
+        frames = [read_step_file(k.path, k.fid, k.split, k.step).samples for k in self._refresh()
+                  if split in (None, k.split) and step in (None, k.step)]
+        if not frames:
+            return _samples_frame([], "", split or "train", 0)
+        return pd.concat(frames, ignore_index=True)
+
+    def config(self) -> dict:
+        """Relax writes no config next to its rollout results."""
+        return {}
+
+    def configs(self, attempt: int | None = None) -> dict[str, object]:
+        return {}
+
+    # Overview ------------------------------------------------------------------------------------
+    def overview(self, *, full: bool = True, now: float | None = None) -> Overview:
+        """The run card from file names and mtimes; `full` also reads the files (eval datasets,
+        a `model` field if rows carry one). Step = the highest train rollout_id."""
+        kept = self._refresh() if full else []
+        listing, _dupes = self.step_files()
+        times = [t for _s, _n, p in listing if (t := mtime(p)) is not None]
+        step = max((n for s, n, _p in listing if s == "train"), default=None)
+        started, updated = (min(times), max(times)) if times else (None, None)
+        now = time.time() if now is None else now
+        status = derive_status(finished=False, updated=updated, step=step, max_steps=None, now=now)
+        end = now if status == "running" else updated
+        evals = list(dict.fromkeys(d for k in kept for d in k.datasets))
+        return Overview(
+            run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, status=status, step=step,
+            created=utc(started if started is not None else mtime(self.result_dir)), started=utc(started),
+            updated=utc(updated), duration_s=(end - started) if started is not None and end is not None else None,
+            model=next((k.model for k in kept if k.model), None), eval_envs=evals, flavor="rl")
+
+    def problems(self) -> list[Problem]:
+        kept = self._refresh()
+        with self._lock:
+            out = list(self._listing_problems)
+        if not kept and not out:
+            out.append(Problem(self.result_dir, "no rollout files yet (train/ and eval/ hold no {rollout_id}.jsonl)"))
+        for k in kept:
+            out += [Problem(k.path, what, n, line or None) for what, n, line in k.problems]
+        return out
