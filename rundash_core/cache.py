@@ -50,7 +50,9 @@ class LRUCache:
     def __init__(self, limit_bytes: int = DEFAULT_LIMIT):
         self.limit = limit_bytes
         self._items: OrderedDict[Any, Any] = OrderedDict()
-        self._fixed_sizes: dict[Any, int] = {}  # sizes of entries that never change
+        self._fixed_sizes: dict[Any, int] = {}  # sizes of entries that never change, measured once
+        self._fixed_total = 0
+        self._growing: set = set()  # keys of entries that report a live `nbytes`
         self._lock = threading.RLock()
         self.hits = 0
         self.misses = 0
@@ -64,42 +66,52 @@ class LRUCache:
             self.misses += 1
         value = factory()
         with self._lock:
-            value = self._items.setdefault(key, value)
-            if not _grows(value):
-                self._fixed_sizes[key] = _sizeof(value)
+            if key not in self._items:
+                self._items[key] = value
+                if _grows(value):
+                    self._growing.add(key)
+                else:
+                    self._fixed_sizes[key] = _sizeof(value)
+                    self._fixed_total += self._fixed_sizes[key]
+            value = self._items[key]
             self._items.move_to_end(key)
             self.evict()
             return value
 
-    def _size(self, key: Any, value: Any) -> int:
-        size = self._fixed_sizes.get(key)
-        return _sizeof(value) if size is None else size
+    def _total(self) -> int:
+        """Cost: one `nbytes` read per growing entry (metric stores), not per entry."""
+        return self._fixed_total + sum(_sizeof(self._items[k]) for k in self._growing)
 
     def evict(self) -> None:
         """Drop least-recently-used entries until the total size is within the limit. Entries
         that grow call this after growing (`MetricStore` refreshes through the cache)."""
         with self._lock:
-            sizes = {k: self._size(k, v) for k, v in self._items.items()}
-            total = sum(sizes.values())
+            total = self._total()
             while total > self.limit and len(self._items) > 1:
-                key, _ = self._items.popitem(last=False)
-                self._fixed_sizes.pop(key, None)
-                total -= sizes.pop(key)
+                key, value = next(iter(self._items.items()))
+                total -= self._fixed_sizes.get(key) if key in self._fixed_sizes else _sizeof(value)
+                self._forget(key)
+
+    def _forget(self, key: Any) -> None:
+        self._items.pop(key, None)
+        self._fixed_total -= self._fixed_sizes.pop(key, 0)
+        self._growing.discard(key)
 
     def discard(self, key: Any) -> None:
         with self._lock:
-            self._items.pop(key, None)
-            self._fixed_sizes.pop(key, None)
+            self._forget(key)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
             self._fixed_sizes.clear()
+            self._fixed_total = 0
+            self._growing.clear()
 
     @property
     def total_bytes(self) -> int:
         with self._lock:
-            return sum(self._size(k, v) for k, v in self._items.items())
+            return self._total()
 
     def __len__(self) -> int:
         return len(self._items)

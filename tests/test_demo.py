@@ -1,5 +1,10 @@
-"""The synthetic demo runs (`rundash_core.demo`): written fast, once, in the prime-rl layout the
-core reads, and kept growing by the live writer. Every test writes into tmp_path, never home."""
+"""The synthetic demo runs (`rundash_core.demo`): written fast, once, in the layouts the core reads
+(four prime-rl runs, a verl log, a SWE-Lego-RL log with its Harbor trials, a Relax dump), and the
+live run kept growing by the live writer. Every test writes into tmp_path, never home.
+
+The checks of the verl, Lego and Relax runs read the files with small reference readers written
+from the format notes (verl.md 3-6, swe-lego-rl.md 2.3 and 4, relax.md 2), then compare rundash's
+readers against them."""
 from __future__ import annotations
 
 import json
@@ -15,7 +20,11 @@ import pytest
 import rundash_core as rd
 from rundash_core import demo
 from rundash_core.demo.folder import MARKER
-from rundash_core.demo.runs import RESUME_CRASH_STEP, RESUME_FROM, RUN_NAMES, SFT_STEPS
+from rundash_core.demo import lego_run, relax_run
+from rundash_core.demo.runs import (LEGO_NAME, OTHER_RUNS, RELAX_NAME, RESUME_CRASH_STEP, RESUME_FROM, RUN_NAMES,
+                                    SFT_STEPS, VERL_CRASH_AFTER, VERL_LAST, VERL_NAME, VERL_RESUME_FROM, VERL_TEST_FREQ,
+                                    VERL_TOTAL)
+from rundash_core.sources import prime_rl
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 LOGURU = re.compile(r"^(?P<time>\d{2}:\d{2}:\d{2}) +(?P<level>TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL) (?P<msg>.*)$")
@@ -55,7 +64,9 @@ def test_writes_fast_small_and_returns_the_output_dir(written):
     folder, seconds = written
     assert seconds < 5.0, f"demo write took {seconds:.2f}s"
     runs = sorted(p.name for p in folder.iterdir() if p.is_dir())
-    assert runs == sorted(NAMES.values())
+    assert runs == sorted([*NAMES.values(), "harbor_trials", RELAX_NAME])
+    files = sorted(p.name for p in folder.iterdir() if p.is_file())
+    assert files == sorted([MARKER, f"{VERL_NAME}.log", f"{LEGO_NAME}.log", f"{LEGO_NAME}_vllm.log"])
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
     assert size < 10 << 20, f"demo is {size / 1e6:.1f} MB"
     marker = json.loads((folder / MARKER).read_text())
@@ -106,7 +117,8 @@ def test_content_is_deterministic_for_a_given_now(tmp_path):
     files_b = sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file() and p.name != MARKER)
     assert files_a == files_b and len(files_a) > 40
     for rel in files_a:
-        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+        # the Lego log names its trial folders by absolute path: the only place the folder shows
+        assert (a / rel).read_bytes().replace(str(a).encode(), str(b).encode()) == (b / rel).read_bytes(), rel
         assert os.stat(a / rel).st_mtime == os.stat(b / rel).st_mtime, rel
     live_rows = _rows(a / NAMES["live"] / "monitors/file/metrics.jsonl")
     assert max(r["time"] for r in live_rows) == pytest.approx(now, abs=1.0)
@@ -129,10 +141,10 @@ def test_demo_root_falls_back_when_the_cache_dir_is_unwritable(tmp_path, monkeyp
 
 # What the core reads back -----------------------------------------------------------------------
 
-def test_discover_lists_the_four_runs_with_their_status(folder):
-    runs = rd.discover([folder]).set_index("name")
+def test_discover_lists_the_four_prime_rl_runs_with_their_status(folder):
+    every = rd.discover([folder]).set_index("name")
+    runs = every[every["kind"] == "prime-rl"]
     assert sorted(runs.index) == sorted(NAMES.values())
-    assert set(runs["kind"]) == {"prime-rl"}
     assert runs["error"].isna().all()
 
     live = runs.loc[NAMES["live"]]
@@ -157,7 +169,7 @@ def test_discover_lists_the_four_runs_with_their_status(folder):
     assert sft.step == sft.max_steps == SFT_STEPS
     assert sft.train_envs == ["willcb/R1-reverse-wikipedia-paragraphs-v1-1000"]
 
-    assert list(runs.index)[0] == NAMES["live"]  # newest first
+    assert list(every.index)[0] == NAMES["live"]  # newest first
 
 
 def test_live_metrics_have_both_producers_and_time_keyed_inference_rows(folder):
@@ -305,6 +317,275 @@ def test_old_runs_have_old_mtimes(folder):
         run = folder / NAMES[key]
         newest = max(os.lstat(os.path.join(d, f)).st_mtime for d, _, fs in os.walk(run) for f in fs)
         assert now - newest == pytest.approx(age, abs=600), key
+
+
+# The verl, SWE-Lego-RL and Relax runs --------------------------------------------------------------
+
+VERL_SEGMENT = re.compile(r"^(?P<key>.+):(?P<value>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
+                          r"|True|False|np\.[a-z]+\d*\([^()]*\))$")
+RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w:.-]*(?: [A-Za-z_][\w.-]*)? )?pid=\d+(?:, ip=[0-9.]+)?\) ?")
+
+
+def ref_verl_lines(log: Path) -> list[tuple[int, dict[str, str]]]:
+    """verl.md 4 and 3: (step, {key: raw value}) per metric line in file order: `\r` pieces, ANSI
+    codes and Ray prefixes stripped, `step:N - …` searched, every segment split at its last colon."""
+    out = []
+    for raw in log.read_text(encoding="utf-8", errors="replace").split("\n"):
+        for piece in raw.split("\r"):
+            body = ANSI.sub("", piece).rstrip()
+            while (m := RAY_PREFIX.match(body)) is not None:
+                body = body[m.end():]
+            m = re.search(r"(?:^|[^\w/])step:(\d+) - (.+)$", body)
+            if m is None:
+                continue
+            segs = [VERL_SEGMENT.match(part) for part in m.group(2).split(" - ")]
+            if all(segs):
+                out.append((int(m.group(1)), {g.group("key"): g.group("value") for g in segs}))
+    return out
+
+
+def ref_value(raw: str) -> float:
+    m = re.fullmatch(r"np\.[a-z]+\d*\((.*)\)", raw)
+    return float(m.group(1) if m else raw)
+
+
+def _by_kind(folder: Path) -> pd.DataFrame:
+    return rd.discover([folder]).set_index("name")
+
+
+def test_discover_lists_every_kind_with_the_expected_runs_and_status(folder):
+    runs = _by_kind(folder)
+    assert set(runs["kind"]) == {"prime-rl", "verl", "swe-lego-rl", "relax"}
+    assert runs["error"].isna().all()
+    others = runs[runs["kind"] != "prime-rl"]
+    assert sorted(others.index) == sorted([VERL_NAME, LEGO_NAME, RELAX_NAME])
+    assert dict(zip(others.index, others["kind"])) == {VERL_NAME: "verl", LEGO_NAME: "swe-lego-rl",
+                                                       RELAX_NAME: "relax"}
+    assert Path(runs.loc[VERL_NAME, "path"]) == folder / OTHER_RUNS["verl"]
+    assert Path(runs.loc[LEGO_NAME, "path"]) == folder / OTHER_RUNS["swe-lego-rl"]
+    assert Path(runs.loc[RELAX_NAME, "path"]) == folder / OTHER_RUNS["relax"]
+
+    verl = runs.loc[VERL_NAME]
+    assert (verl.status, verl.step, verl.max_steps) == ("stopped", VERL_LAST, VERL_TOTAL)
+    assert verl.model == "Qwen/Qwen2.5-3B-Instruct"
+    lego = runs.loc[LEGO_NAME]
+    assert (lego.status, lego.step, lego.max_steps) == ("completed", lego_run.TOTAL, lego_run.TOTAL)
+    relax = runs.loc[RELAX_NAME]
+    assert (relax.status, relax.step) == ("stopped", relax_run.STEPS - 1)  # finished; Relax logs no max
+    now = pd.Timestamp.now(tz="UTC")
+    for name, hours in ((VERL_NAME, 5), (LEGO_NAME, 30), (RELAX_NAME, 9)):
+        assert (now - runs.loc[name, "updated"]).total_seconds() == pytest.approx(hours * 3600, abs=600), name
+
+
+def test_nothing_next_to_the_prime_rl_runs_looks_like_one(folder):
+    """prime-rl claims any directory holding configs/, logs/, monitors/ or traces.jsonl: the demo
+    folder itself, the Harbor tree and the Relax save dir must hold none of them."""
+    for d in (folder, folder / "harbor_trials", folder / RELAX_NAME):
+        assert not prime_rl.is_run_dir(str(d)), d
+    for dirpath, dirnames, filenames in os.walk(folder / "harbor_trials"):
+        assert not set(prime_rl.MARKERS) & set(dirnames + filenames), dirpath
+    assert {p.name for p in (folder / RELAX_NAME).iterdir()} == {"rollout_result", "latest_checkpointed_iteration.txt"}
+
+
+def test_verl_log_is_f3_era_with_a_resume_and_the_reader_merges_it(folder):
+    log = folder / OTHER_RUNS["verl"]
+    lines = ref_verl_lines(log)
+    steps = [s for s, _ in lines]
+    # launch 1: 0 (initial validation), 1..crash; launch 2 restarts after the checkpoint
+    restart = next(i for i in range(1, len(steps)) if steps[i] < steps[i - 1])
+    assert steps[:restart] == list(range(0, VERL_CRASH_AFTER + 1))
+    assert steps[restart:] == list(range(VERL_RESUME_FROM + 1, VERL_LAST + 1))
+    assert Counter(steps)[VERL_RESUME_FROM + 1] == Counter(steps)[VERL_CRASH_AFTER] == 2
+    assert Counter(steps)[VERL_RESUME_FROM] == Counter(steps)[VERL_CRASH_AFTER + 1] == 1
+    assert set(lines[0][1]) == {"val-aux/openai/gsm8k/reward/mean@1", "val-core/openai/gsm8k/acc/mean@1",
+                                "val-aux/HuggingFaceH4/MATH-500/reward/mean@1", "val-core/HuggingFaceH4/MATH-500/acc/mean@1"}
+    val_steps = sorted({s for s, kv in lines if any(k.startswith("val-core/") for k in kv)})
+    assert val_steps == [s for s in range(0, VERL_LAST + 1, VERL_TEST_FREQ)]
+    for s, kv in lines:
+        assert all(v.startswith("np.float64(") for k, v in kv.items() if k.startswith("val-"))
+        if s:
+            assert kv["actor/lr"].startswith("np.float64(") and kv["actor/pg_loss"].startswith("np.float64(")
+            assert not kv["critic/score/mean"].startswith("np.") and not kv["timing_s/step"].startswith("np.")
+            assert ("timing_s/testing" in kv) == (s % VERL_TEST_FREQ == 0)
+    text = log.read_text(encoding="utf-8")
+    assert "\x1b[36m(TaskRunner pid=" in text and "Initial validation metrics" in text and "Training Progress:" in text
+    assert text.count("{'actor_rollout_ref'") == 2 and "'val_before_train': False" in text
+
+    run = rd.open_run(log)
+    assert run.kind == "verl" and run.attempts() == [1, 2]
+    m = run.metrics()
+    assert len(m) and int(m["step"].min()) == 0 and int(m["step"].max()) == VERL_LAST
+    assert sorted(m["step"].dropna().astype(int).unique()) == list(range(0, VERL_LAST + 1))
+    assert not m.duplicated(["step", "metric"]).any()  # the resumed steps merged once
+    expect = {}
+    for s, kv in lines:
+        for k, v in kv.items():
+            expect[(s, k)] = ref_value(v)  # last line wins: launch 2's values for the repeated steps
+    got = {(int(s), str(k)): v for s, k, v in zip(m["step"], m["metric"], m["value"])}
+    assert got == pytest.approx(expect)
+    repeated = VERL_RESUME_FROM + 5
+    first = next(kv for s, kv in lines if s == repeated)
+    assert got[(repeated, "actor/grad_norm")] != ref_value(first["actor/grad_norm"])
+    assert run.config()["trainer"]["val_before_train"] is False  # the latest launch's config
+
+
+def ref_lego_pairing(log: Path) -> dict[int, int]:
+    """swe-lego-rl.md 2.3: folder number -> trainer step, pairing the lines in file order."""
+    pairs, pending = {}, None
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        m = re.search(r"test_gen_batch meta info:.*'validate':\s*True.*'global_steps':\s*(\d+)", line)
+        if m:
+            pending = int(m.group(1))
+            continue
+        m = re.search(r"step:(\d+)\s*-.*rollouter/validate_time", line)
+        if m and pending is not None:
+            pairs.setdefault(pending, int(m.group(1)))
+            pending = None
+    return pairs
+
+
+def ref_lego_trials(exp: Path) -> list[dict]:
+    out = []
+    for trial in sorted(t for s in exp.glob("step_*") for t in s.iterdir()):
+        result = json.loads((trial / "result.json").read_text())
+        reward_txt = trial / "verifier" / "reward.txt"
+        out.append({"folder": int(trial.parent.name[len("step_"):]), "task": re.sub(r"-[0-9a-f]{6,}$", "", trial.name),
+                    "reward": float(reward_txt.read_text()) if reward_txt.exists() else None,
+                    "exception": (trial / "exception.txt").exists(), "result": result, "path": trial})
+    return out
+
+
+def test_lego_run_trials_validation_dumps_and_pairing(folder):
+    log = folder / OTHER_RUNS["swe-lego-rl"]
+    exp = folder / "harbor_trials" / lego_run.PROJECT / LEGO_NAME
+    pairs = ref_lego_pairing(log)
+    val_folders = [lego_run.val_folder(e) for e in range(3)]
+    assert pairs == dict(zip(val_folders, lego_run.VAL_AFTER)) and len(pairs) == 3
+    trials = ref_lego_trials(exp)
+    per_folder = Counter(t["folder"] for t in trials)
+    cohort = len(lego_run.VAL_TASKS)
+    assert all(per_folder[f] == cohort for f in val_folders)
+    train = [t for t in trials if t["folder"] not in val_folders]
+    assert train and all(per_folder[t["folder"]] == lego_run.N for t in train)
+    assert all(len({t["task"] for t in train if t["folder"] == f}) == 1 for f in {t["folder"] for t in train})
+    for t in trials:
+        assert t["result"]["trial_name"] == t["path"].name
+        if t["exception"]:
+            assert t["reward"] is None and t["result"]["exception_info"]["exception_type"] == "EnvironmentStartTimeoutError"
+            assert not (t["path"] / "agent").exists()
+        else:
+            assert t["reward"] in (0.0, 1.0) and t["result"]["verifier_result"]["rewards"]["reward"] == t["reward"]
+            steps = json.loads((t["path"] / "agent" / "trajectory.json").read_text())["steps"]
+            assert [s["source"] for s in steps[:2]] == ["system", "user"] and steps[-1]["source"] == "agent"
+    assert 3 <= sum(t["exception"] for t in trials) <= 6
+    assert {t["reward"] for t in train} >= {0.0, 1.0}
+    # the logged val score is the dump's pass@1 (a trial that never started counts as unsolved)
+    lines = ref_verl_lines(log)
+    for f, step in pairs.items():
+        dump = [t for t in trials if t["folder"] == f]
+        logged = [kv for s, kv in lines if s == step and "val-core/unknown/reward/mean@1" in kv]
+        assert len(logged) == 1
+        assert ref_value(logged[0]["val-core/unknown/reward/mean@1"]) == pytest.approx(
+            sum(1 for t in dump if t["reward"]) / cohort)
+    assert f"trials_dir={exp}/step_" in log.read_text(encoding="utf-8")
+
+    run = rd.open_run(log)
+    assert run.kind == "swe-lego-rl"
+    m = run.metrics()
+    assert len(m) and sorted(m["step"].dropna().astype(int).unique()) == list(range(0, lego_run.TOTAL + 1))
+    samples = run.samples()
+    assert len(samples) == len(trials)
+    assert Counter(samples["split"]) == {"val": 3 * cohort, "train": len(train)}
+    assert sorted(map(os.path.realpath, samples["locator"])) == sorted(os.path.realpath(t["path"]) for t in trials)
+    assert (samples["ok"] == False).sum() == sum(t["exception"] for t in trials)  # noqa: E712
+    folders = run.folders()
+    val = folders[folders["split"] == "val"]
+    assert dict(zip(val["step"].astype(int), val["trainer_step"].astype(int))) == pairs
+    v = run.validation()
+    scores = v[(v["source"] == "trials") & (v["statistic"] == "val_score")]
+    assert sorted(scores["event"].unique()) == [f"step_{f:04d}" for f in val_folders]
+    assert list(scores["trainer_step"].astype(int)) == list(lego_run.VAL_AFTER)
+    assert list(scores["value"]) == pytest.approx([len(s) / cohort for s in lego_run.VAL_SOLVED])
+
+
+def test_relax_dump_has_the_newest_rows_and_the_reader_reads_every_step(folder):
+    result = folder / RELAX_NAME / "rollout_result"
+    train = sorted(int(p.stem) for p in (result / "train").glob("*.jsonl"))
+    evals = sorted(int(p.stem) for p in (result / "eval").glob("*.jsonl"))
+    assert train == list(range(relax_run.STEPS)) and evals == list(relax_run.EVAL_IDS)
+    statuses = Counter()
+    groups = set()
+    for rid in train:
+        rows = _rows(result / "train" / f"{rid}.jsonl")
+        assert len(rows) == relax_run.GROUPS * relax_run.K
+        assert [r["sample_index"] for r in rows] == list(range(len(rows))) and {r["rollout_id"] for r in rows} == {rid}
+        assert Counter(r["group_index"] for r in rows) == {rid * relax_run.GROUPS + g: relax_run.K
+                                                           for g in range(relax_run.GROUPS)}
+        groups |= {r["group_index"] for r in rows}
+        for r in rows:
+            statuses[r["status"]] += 1
+            assert len(r["response_token_ids"]) == len(r["response_rollout_log_probs"]) == r["response_length"]
+            assert r["total_length"] == r["prompt_length"] + r["response_length"] == r["total_token_count"]
+            assert "<tools>" in r["prompt"] and r["prompt"].endswith("<|im_start|>assistant\n")
+            if r["status"] in ("pending", "aborted"):
+                assert r["reward"] is None
+            else:
+                assert r["reward"] in (0.0, 1.0)
+            if r["status"] == "pending":
+                assert r["response"] == "" and r["response_length"] == 0
+    assert {"completed", "truncated", "aborted", "pending", "failed"} <= set(statuses)
+    assert statuses["completed"] > 0.75 * sum(statuses.values())
+    for rid in evals:
+        rows = _rows(result / "eval" / f"{rid}.jsonl")
+        by_ds = {}
+        for r in rows:
+            by_ds.setdefault(r["dataset"], []).append(r)
+        assert sorted(by_ds) == ["aime24", "gpqa_diamond"]
+        for ds, mine in by_ds.items():
+            assert [r["sample_index"] for r in mine] == list(range(len(mine)))  # restarts per dataset
+        assert all(isinstance(r["reward"], dict) and set(r["reward"]) == {"score", "acc", "pred"}
+                   for r in by_ds["gpqa_diamond"])
+
+    run = rd.open_run(folder / RELAX_NAME)
+    assert run.kind == "relax"
+    m = run.metrics()
+    assert len(m)
+    rollout = m[m["producer"] == "rollout"]
+    assert sorted(rollout["step"].astype(int).unique()) == list(range(relax_run.STEPS))
+    assert sorted(m[m["producer"] == "eval"]["step"].astype(int).unique()) == list(relax_run.EVAL_IDS)
+    samples = run.samples()
+    assert len(samples) == relax_run.STEPS * relax_run.GROUPS * relax_run.K + len(evals) * 14
+    assert Counter(samples[samples["split"] == "train"]["status"]) == statuses
+    assert samples[samples["status"].isin(["pending", "aborted"])]["reward"].isna().all()
+
+
+def test_new_runs_have_old_mtimes(folder):
+    now = time.time()
+
+    def newest(path: Path) -> float:
+        if path.is_file():
+            return path.stat().st_mtime
+        return max(os.lstat(os.path.join(d, f)).st_mtime for d, _, fs in os.walk(path) for f in fs)
+
+    assert now - newest(folder / OTHER_RUNS["verl"]) == pytest.approx(5 * 3600, abs=600)
+    lego_log = folder / OTHER_RUNS["swe-lego-rl"]
+    assert now - newest(lego_log) == pytest.approx(30 * 3600, abs=600)
+    trials = newest(folder / "harbor_trials")
+    assert trials <= lego_log.stat().st_mtime and lego_log.stat().st_mtime - trials < 3600
+    assert now - newest(folder / RELAX_NAME) == pytest.approx(9 * 3600, abs=600)
+    files = sorted((folder / RELAX_NAME / "rollout_result" / "train").glob("*.jsonl"), key=lambda p: int(p.stem))
+    times = [p.stat().st_mtime for p in files]
+    assert times == sorted(times) and len(set(times)) == len(times)  # written once each, at the end of its step
+
+
+def test_a_moved_demo_is_rewritten_so_the_lego_log_names_its_own_trials(tmp_path):
+    a = demo.ensure_demo(tmp_path / "a")
+    os.rename(a, tmp_path / "b")
+    b = demo.ensure_demo(tmp_path / "b")
+    text = (b / OTHER_RUNS["swe-lego-rl"]).read_text(encoding="utf-8")
+    assert str(b / "harbor_trials") in text and str(a) + "/" not in text
+    run = rd.open_run(b / OTHER_RUNS["swe-lego-rl"])
+    assert run.kind == "swe-lego-rl" and len(run.samples())
 
 
 # Traces ------------------------------------------------------------------------------------------

@@ -492,3 +492,16 @@ def test_started_falls_back_to_config_dir_mtime(tmp_path):
 def test_created_is_configs_mtime(new_run):
     os.utime(new_run / "configs", (1_760_000_000, 1_760_000_000))
     assert rd.open_run(new_run).overview().created == pd.Timestamp(1_760_000_000, unit="s", tz="UTC")
+
+
+def test_a_workdir_whose_logs_hold_other_logs_is_not_a_prime_rl_run(tmp_path):
+    work = tmp_path / "workdir"
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "my-exp.log").write_text("step:1 - critic/score/mean:0.5\n")
+    assert rd.open_run(work / "logs" / "my-exp.log").kind != "prime-rl"
+    assert "prime-rl" not in set(rd.discover([work])["kind"])
+    for marker in ("latest", "attempt_1", "trainer.log"):
+        run = tmp_path / f"run-{marker}"
+        (run / "logs").mkdir(parents=True)
+        (run / "logs" / marker).mkdir() if marker != "trainer.log" else (run / "logs" / marker).write_text("")
+        assert rd.open_run(run).kind == "prime-rl"

@@ -1,23 +1,28 @@
-"""Synthetic prime-rl runs, so a first-time user with no directory configured sees a full dashboard.
+"""Synthetic runs of every supported kind, so a first-time user with no directory configured sees a
+full dashboard.
 
     import rundash_core.demo as demo
     folder = demo.ensure_demo()          # writes once (< 1 s), returns the output dir holding the runs
     demo.start_live_writer()             # keeps the LIVE run growing, one step every 2 s
 
-The runs follow the current on-disk layout of `../shared/formats/prime-rl.md` exactly (attempt
-folders with relative `latest` links, resolved JSON configs, loguru logs with ANSI colours,
+Four prime-rl runs follow the current on-disk layout of `../shared/formats/prime-rl.md` exactly
+(attempt folders with relative `latest` links, resolved JSON configs, loguru logs with ANSI colours,
 `monitors/file/metrics.jsonl` with the real key grammar, a plain live trace chunk with its index
-and orch annotations). The four runs (live, completed, resumed after a crash, SFT) are defined in
-`runs`; their content is a deterministic function of `now` (seeded numpy RNG, fixed ids). The
-trace stream holds a small sample of episodes (a few dozen), not every rollout the metrics count.
+and orch annotations): live, completed, resumed after a crash, SFT. Next to them: a verl console
+log (F3 era, resumed after a crash), a SWE-Lego-RL log with its Harbor trial folders (three paired
+validation dumps) and a Relax `rollout_result/` dump (layout in `runs`). Their content is a
+deterministic function of `now` and of the folder's path (seeded numpy RNG, fixed ids; the Lego
+log names its trial folders by absolute path). The trace stream holds a small sample of episodes
+(a few dozen), not every rollout the metrics count.
 
 Everything is written into a temporary sibling folder and renamed into place, so readers never see
 a half-written demo. The live writer (`live`) only ever appends to files that already exist inside
 the demo folder.
 
 Modules: `specs` (envs, run shape), `curves` (seeded values per step), `metric_rows`, `logs`,
-`traces` (the file formats), `rl_configs`, `run_files`, `rl_run`, `sft_run`, `runs` (writing the
-runs), `folder` (where the demo lives), `live` (the live writer thread).
+`traces` (the file formats), `rl_configs`, `run_files`, `rl_run`, `sft_run`, `verl_console` (verl's
+console formatting), `verl_run`, `lego_run`, `relax_run`, `runs` (writing the runs), `folder`
+(where the demo lives), `live` (the live writer thread).
 """
 from __future__ import annotations
 
@@ -32,11 +37,11 @@ from pathlib import Path
 
 from . import live
 from .folder import MARKER, demo_root, is_ours, read_marker
-from .runs import RUN_NAMES, write_all
+from .runs import OTHER_FILES, OTHER_RUNS, RUN_NAMES, write_all
 
 __all__ = ["DEMO_VERSION", "demo_root", "ensure_demo", "start_live_writer", "stop_live_writer"]
 
-DEMO_VERSION = 1  # bump when the written content changes, so older copies are rewritten
+DEMO_VERSION = 2  # bump when the written content changes, so older copies are rewritten
 REFRESH_AFTER_S = 12 * 3600.0  # an older demo (with no live writer in this process) is rewritten
 
 _DEMO_LOCK = threading.RLock()
@@ -48,6 +53,10 @@ def _is_current(root: Path, now: float | None) -> bool:
         return False
     if not all((root / name / "monitors" / "file" / "metrics.jsonl").is_file() for name in RUN_NAMES.values()):
         return False
+    if not all(os.path.exists(root / rel) for rel in OTHER_FILES):
+        return False
+    if marker.get("root", str(root)) != str(root):  # moved: the Lego log names its trials by path
+        return False
     written = marker.get("written")
     if live.writer_alive(root) or not isinstance(written, (int, float)):
         return True
@@ -58,10 +67,10 @@ def _is_current(root: Path, now: float | None) -> bool:
 def ensure_demo(root: str | os.PathLike | None = None, *, now: float | None = None) -> Path:
     """Write the demo runs into `root` (default `demo_root()`) unless a current copy is there.
 
-    Returns the folder that contains the run directories (pass it to `rundash_core.discover`).
-    Cheap when the demo is present: one small JSON read and four stats. A stale demo (older
-    `DEMO_VERSION`, a run missing, or written more than `REFRESH_AFTER_S` ago while no live writer
-    runs for it) is rewritten: into a temporary sibling folder, then renamed into place.
+    Returns the folder that contains the runs (pass it to `rundash_core.discover`). Cheap when the
+    demo is present: one small JSON read and eight stats. A stale demo (older `DEMO_VERSION`, a run
+    missing, written for another path, or written more than `REFRESH_AFTER_S` ago while no live
+    writer runs for it) is rewritten: into a temporary sibling folder, then renamed into place.
     """
     root = Path(root).expanduser().absolute() if root is not None else demo_root()
     with _DEMO_LOCK:
@@ -74,9 +83,10 @@ def ensure_demo(root: str | os.PathLike | None = None, *, now: float | None = No
         root.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.tmp-", dir=root.parent))
         try:
-            write_all(tmp, t)
+            write_all(tmp, t, root)
             with open(tmp / MARKER, "w", encoding="utf-8") as fh:
-                json.dump({"version": DEMO_VERSION, "written": t, "runs": RUN_NAMES}, fh)
+                json.dump({"version": DEMO_VERSION, "written": t, "runs": RUN_NAMES, "other_runs": OTHER_RUNS,
+                           "root": str(root)}, fh)
             _install(tmp, root, now)
         finally:
             if tmp.exists():

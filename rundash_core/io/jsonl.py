@@ -1,6 +1,6 @@
 """Incremental JSONL reading.
 
-`JsonlTail` remembers how far a file has been read (byte offset plus file identity), so a refresh
+`JsonlTail` follows the file with a `ByteTail` (byte offset plus file identity), so a refresh
 parses only the complete lines appended since. A partial last line (a writer mid-line) is held
 back until its newline arrives; a file that shrank or was replaced is re-read from the start.
 
@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from .files import FileId, describe_unreadable, file_id, read_range
-
-CHECKPOINT_BYTES = 64
+from .bytetail import ByteTail
 
 
 @dataclass
@@ -123,59 +121,22 @@ class TailResult:
         return self.parsed.first_line
 
 
-class JsonlTail:
+class JsonlTail(ByteTail):
     """Follows one append-only JSONL file; `poll()` returns only what is new since last time."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = os.fspath(path)
-        self.fid: FileId | None = None
-        self.offset = 0
+        super().__init__(path)
         self.lines = 0
-        self.pending_bytes = 0
         self.problems = LineProblems()
-        self.error: str | None = None  # why the file cannot be read right now
-        self._checkpoint = b""
 
     def poll(self) -> TailResult | None:
-        """Read appended complete lines. None when nothing changed (or the file is missing)."""
-        fid = file_id(self.path)
-        if fid is None:
-            self.error = "missing" if not os.path.lexists(self.path) else describe_unreadable(self.path)
+        """Parse appended complete lines. None when nothing changed (or the file is missing)."""
+        new = self.read_lines()
+        if new is None:
             return None
-        reset = not self._continues(fid)
-        if not reset and fid.size == self.offset + self.pending_bytes and fid == self.fid:
-            return None
-        start = 0 if reset else self.offset
-        try:
-            data = read_range(self.path, start, fid.size)
-        except OSError as e:
-            self.error = describe_unreadable(self.path) or str(e)
-            return None
-        self.error = None
-        if reset:
-            self.offset, self.lines = 0, 0
+        if new.reset:
+            self.lines = 0
             self.problems.clear()
-            self._checkpoint = b""  # the old file's bytes say nothing about the new one
-        self.fid = fid
-        cut = data.rfind(b"\n") + 1
-        self.pending_bytes = len(data) - cut
-        first_line = self.lines + 1
-        complete = data[:cut]
-        self.offset += cut
-        if cut:
-            self._checkpoint = complete[-CHECKPOINT_BYTES:]
-        parsed = parse_jsonl_bytes(complete, self.problems, first_line=first_line)
+        parsed = parse_jsonl_bytes(new.lines, self.problems, first_line=self.lines + 1)
         self.lines += parsed.nlines
-        return TailResult(parsed, reset)
-
-    def _continues(self, fid: FileId) -> bool:
-        """Is `fid` the same file we read, grown or unchanged, with the bytes we read intact?"""
-        if self.fid is None or not fid.same_file(self.fid) or fid.size < self.offset:
-            return False
-        if not self._checkpoint:
-            return self.offset == 0
-        try:
-            start = self.offset - len(self._checkpoint)
-            return read_range(self.path, start, self.offset) == self._checkpoint
-        except OSError:
-            return False
+        return TailResult(parsed, new.reset)

@@ -13,6 +13,8 @@ from typing import Callable
 from ..run import Run, RunError
 from . import prime_rl
 from . import relax
+from . import swe_lego_rl
+from . import verl
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,10 @@ SOURCES: list[Source] = [  # most specific first: a Relax <save> may also hold l
            "Relax runs hold rollout_result/{train,eval}/<step>.jsonl"),
     Source("prime-rl", prime_rl.PrimeRLRun, prime_rl.is_run_dir, _child_dirs(prime_rl.is_run_dir),
            "prime-rl runs hold configs/, logs/, monitors/ or traces.jsonl"),
+    Source("swe-lego-rl", swe_lego_rl.SweLegoRLRun, swe_lego_rl.is_run_file, swe_lego_rl.find_runs,
+           "SWE-Lego-RL runs are verl console logs with harbor_trials/<project>/<exp>/step_N trial dirs"),
+    Source("verl", verl.VerlRun, verl.is_run_file, verl.find_runs,
+           "verl runs are console logs (*.log, *.out) or file-logger JSONL ({\"step\": N, \"data\": {…}})"),
 ]
 
 

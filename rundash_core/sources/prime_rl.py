@@ -26,11 +26,22 @@ _NAME = re.compile(r"^(?P<envs>[^-].*?)--(?P<model>.+?)(?:--(?P<harness>[^-]+))?
 _RESOLVED_ORDER = ("rl.json", "sft.json", "orchestrator.json", "trainer.json", "inference.json", "eval.json")
 
 
+_PRIME_LOGS = ("latest", "trainer.log", "orchestrator.log", "inference.log", "eval.log", "evals.log")
+
+
 def is_run_dir(path: str) -> bool:
-    """A non-hidden directory holding one of configs/, logs/, monitors/, traces.jsonl."""
+    """A non-hidden directory holding one of configs/, logs/, monitors/, traces.jsonl (spec 6).
+
+    A `logs/` folder counts only when it looks like prime-rl's (attempts, `latest`, or the
+    trainer/orchestrator logs): a verl or SWE-Lego-RL workdir also has a `logs/` of `<exp>.log`."""
     if os.path.basename(path.rstrip(os.sep)).startswith("."):
         return False
-    return any(os.path.lexists(os.path.join(path, m)) for m in MARKERS)
+    if any(os.path.lexists(os.path.join(path, m)) for m in MARKERS if m != "logs"):
+        return True
+    logs = os.path.join(path, "logs")
+    names = _listdir(logs)
+    return any(n in _PRIME_LOGS or _ATTEMPT.match(n) for n in names) or (
+        os.path.isdir(logs) and not names)  # an empty logs/ tree: a run that is just starting
 
 
 def _attempt_numbers(folder: str) -> list[int]:

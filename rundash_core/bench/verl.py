@@ -1,0 +1,277 @@
+"""`python -m rundash_core.bench verl`: parsing a ~100 MB verl console log.
+
+Builds one log by repeating the real sample logs (verl.md section 12, plus the generated verl-based
+Lego log: eras F1 and F3, S1 and S2, SFT, Ray prefixes, tqdm bars, sample dumps, a crash trace),
+each copy's steps shifted so the steps keep growing. Then measures, each contender in a fresh
+process:
+
+- `rundash`: `VerlLogTail(path).poll()`, the MetricStore rows of every metric line;
+- `baseline`: the usual per-line approach of peer dashboards: decode each line, strip ANSI codes
+  with a regex, search `step:` with a regex, split the pairs, `float()` each value; the same rows;
+- `floor`: iterating the file's lines without parsing anything;
+- `cold`: `open_run(path).metrics()`: parse, merge per step, tidy frame (for reference);
+- `verify`: rundash's merged values against the baseline's, cell by cell;
+- `refresh`: after a cold load, append 10 metric lines and time `run.metrics()`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import rundash_core as rd
+from rundash_core import cache
+from rundash_core.io.verl_log import VerlLogTail
+
+from .common import format_table, mb, pass_miss, run_one, secs
+
+TARGET_SPEEDUP = 5.0
+SAMPLE_NAMES = ("dq_math.log", "eh_Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log", "eh_gemma-2-2b-it-sft-0.411.log",
+                "lego/logs/qwen3-8b-swegym-gspo-async-r1.log")
+_STEP = re.compile(rb"step(?<![\w/]step):(\d+)(?= - )")
+
+
+# The log ------------------------------------------------------------------------------------------
+def sample_dir() -> Path:
+    """Where the sample logs are: $RUNDASH_VERL_SAMPLES, the repository's tests/data/verl, or the
+    shared samples."""
+    here = Path(__file__).resolve().parents[2]
+    for d in (os.environ.get("RUNDASH_VERL_SAMPLES"), here / "tests" / "data" / "verl", "/work/shared/samples/verl"):
+        if d and (Path(d) / SAMPLE_NAMES[0]).is_file():
+            return Path(d)
+    raise FileNotFoundError("verl sample logs not found: set RUNDASH_VERL_SAMPLES to a folder holding "
+                            + ", ".join(SAMPLE_NAMES))
+
+
+def sample_logs(folder: Path) -> list[bytes]:
+    out = []
+    for name in SAMPLE_NAMES:
+        p = folder / name
+        if not p.is_file() and name.startswith("lego/"):  # the shared samples keep it elsewhere
+            p = folder.parent / "generated" / name
+        if p.is_file():
+            out.append(p.read_bytes())
+    return out
+
+
+@dataclass
+class Generated:
+    path: str
+    bytes: int
+    lines: int
+    copies: int
+    seconds: float
+
+
+def build_log(path: str, megabytes: float, samples: list[bytes] | None = None) -> Generated:
+    """Repeat the sample logs up to `megabytes`, shifting each copy's steps past the last one."""
+    t = time.perf_counter()
+    samples = samples or sample_logs(sample_dir())
+    target, written, lines, copies, offset = int(megabytes * 1e6), 0, 0, 0, 0
+    with open(path, "wb") as out:
+        while written < target:
+            for data in samples:
+                top = [offset]
+
+                def shift(m, base=offset):
+                    step = int(m.group(1)) + base
+                    top[0] = max(top[0], step)
+                    return b"step:%d" % step
+
+                shifted = _STEP.sub(shift, data)
+                out.write(shifted)
+                written, lines, copies, offset = written + len(shifted), lines + shifted.count(b"\n"), copies + 1, top[0] + 1
+    return Generated(path, written, lines, copies, time.perf_counter() - t)
+
+
+# Contenders ---------------------------------------------------------------------------------------
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+METRIC = re.compile(r"(?:^|[^\w/])step:(\d+) - (.+)$")
+
+
+def baseline_rows(path: str) -> list[dict]:
+    """What peer dashboards do: per line, decode, strip ANSI, regex, split the pairs."""
+    rows = []
+    with open(path, "rb") as fh:
+        for raw in fh:
+            line = ANSI.sub("", raw.decode("utf-8", "replace")).rstrip()
+            m = METRIC.search(line)
+            if m is None:
+                continue
+            row = {"step": int(m.group(1))}
+            try:
+                for pair in m.group(2).split(" - "):
+                    key, _, value = pair.rpartition(":")
+                    if value.startswith("np."):
+                        value = value[value.index("(") + 1: -1]
+                    row[key] = 1.0 if value == "True" else 0.0 if value == "False" else float(value)
+            except ValueError:
+                continue  # not a metric line after all (a sample dump mentioning step:)
+            rows.append(row)
+    return rows
+
+
+def rundash_rows(path: str) -> list[dict]:
+    return VerlLogTail(path).poll().rows
+
+
+def measure(contender: str, path: str) -> dict:
+    if contender in ("rundash", "baseline"):
+        parse = rundash_rows if contender == "rundash" else baseline_rows
+        t = time.perf_counter()
+        rows = parse(path)
+        seconds = time.perf_counter() - t
+        return {"seconds": seconds, "rows": len(rows), "values": sum(len(r) for r in rows) - len(rows) * (
+            3 if contender == "rundash" else 1)}
+    if contender == "floor":
+        t = time.perf_counter()
+        with open(path, "rb") as fh:
+            n = sum(1 for _ in fh)
+        return {"seconds": time.perf_counter() - t, "rows": n}
+    if contender == "cold":
+        cache.shared.clear()
+        t = time.perf_counter()
+        frame = rd.open_run(path).metrics()
+        return {"seconds": time.perf_counter() - t, "rows": len(frame)}
+    if contender == "verify":
+        return verify(path)
+    if contender == "refresh":
+        return measure_refresh(path)
+    raise ValueError(f"unknown contender {contender!r}")
+
+
+def merged(rows: list[dict]) -> dict:
+    out = {}
+    for r in rows:
+        for k, v in r.items():
+            if k not in ("step", "producer", "time"):
+                out[(r["step"], k)] = v
+    return out
+
+
+def verify(path: str) -> dict:
+    """rundash's merged (step, key) values against the baseline's; rundash may hold more: the
+    era-S1 validation pprints (step 0 and the last step) the baseline does not read."""
+    mine, theirs = merged(rundash_rows(path)), merged(baseline_rows(path))
+    off = sum(1 for k, v in theirs.items() if k not in mine or not (mine[k] == v or (math.isnan(v) and math.isnan(mine[k]))))
+    extra = [k for k in mine if k not in theirs]
+    from_pprint = sum(1 for _s, k in extra if k.startswith("val/test_score/"))
+    return {"checked": len(theirs), "off": off, "extra": len(extra), "extra_from_pprint": from_pprint,
+            "ok": off == 0 and from_pprint == len(extra)}
+
+
+def measure_refresh(path: str, lines: int = 10, rounds: int = 5) -> dict:
+    """After a cold load, rounds of: append `lines` metric lines, time `run.metrics()` (best
+    round; a round that grows the store's arrays pays for that growth)."""
+    cache.shared.clear()
+    run = rd.open_run(path)
+    rows = len(run.metrics())
+    best, added = float("inf"), []
+    for _ in range(rounds):
+        step = run.store().tail.last_step + 1
+        with open(path, "ab") as fh:
+            fh.write(b"".join(b"(TaskRunner pid=1) step:%d - actor/pg_loss:-0.%03d - critic/score/mean:0.5\n"
+                             % (step + i, i) for i in range(lines)))
+        t = time.perf_counter()
+        now = len(run.metrics())
+        best = min(best, time.perf_counter() - t)
+        added.append(now - rows)
+        rows = now
+    return {"seconds": best, "rows_added": min(added), "expected": 2 * lines, "rounds": rounds,
+            "all_added": added}
+
+
+# Report -------------------------------------------------------------------------------------------
+def build_report(gen: Generated, results: dict) -> tuple[str, dict]:
+    size = gen.bytes / 1e6
+    base = results["baseline"]["seconds"]
+
+    def row(label: str, r: dict, note: str) -> list[str]:
+        return [label, secs(r["seconds"]), f"{size / r['seconds']:,.0f}", f"{base / r['seconds']:.1f}×", note]
+
+    rows = [
+        row("rundash parse: VerlLogTail.poll() → rows", results["rundash"],
+            f"{results['rundash']['rows']:,} metric lines, {results['rundash']['values']:,} values"),
+        row("baseline: per line decode, ANSI regex, step: regex, split pairs", results["baseline"],
+            f"{results['baseline']['rows']:,} metric lines, {results['baseline']['values']:,} values"),
+        row("floor: read the lines, no parsing", results["floor"], f"{results['floor']['rows']:,} lines"),
+        row("rundash cold load: open_run().metrics() (parse + merge + tidy)", results["cold"],
+            f"{results['cold']['rows']:,} tidy rows"),
+    ]
+    table = format_table(["measurement", "time (s)", "MB/s", "vs baseline", "result"], rows, right={1, 2, 3})
+    speedup = base / results["rundash"]["seconds"]
+    ver, ref = results["verify"], results["refresh"]
+    checks = {"speedup": speedup, "rows_ok": bool(ver["ok"]),
+              "refresh_ok": all(n == ref["expected"] for n in ref["all_added"])}
+    check_rows = [
+        ["rundash parse / baseline", f"{speedup:.1f}×", f"≥ {TARGET_SPEEDUP:.0f}×", pass_miss(speedup >= TARGET_SPEEDUP)],
+        ["rundash values = baseline values", f"{ver['checked']:,} (step, key) cells checked, {ver['off']} off", "0 off",
+         pass_miss(ver["off"] == 0)],
+        ["rundash-only cells", f"{ver['extra']:,} ({ver['extra_from_pprint']:,} from era-S1 validation pprints)",
+         "pprints only", pass_miss(ver["ok"])],
+        ["refresh +10 lines: run.metrics()", f"{secs(ref['seconds'])} (best of {ref['rounds']}), "
+         f"+{ref['rows_added']} tidy rows per round", f"+{ref['expected']}", pass_miss(checks["refresh_ok"])],
+    ]
+    reps = len(results["rundash"].get("all_seconds", [1]))
+    head = (f"file: {gen.path}\n      {size:,.1f} MB, {gen.lines:,} lines: {gen.copies} copies of the sample logs, "
+            f"steps shifted per copy; generated in {gen.seconds:.1f} s\n"
+            f"      best of {reps} run(s) per contender, each in a fresh process; peak RSS (MB): "
+            + ", ".join(f"{k} {mb(results[k].get('peak_rss_mb'))}" for k in ("rundash", "baseline", "floor", "cold")))
+    if "loadavg" in results:
+        head += "\n      1-min load average before/after: " + " / ".join(f"{x:.2f}" for x in results["loadavg"])
+    return "\n\n".join([head, table, format_table(["check", "value", "target", "result"], check_rows, right={1})]), checks
+
+
+# Command ------------------------------------------------------------------------------------------
+def add_parser(sub) -> None:
+    p = sub.add_parser("verl", help="a ~100 MB verl console log: rundash vs the per-line approach")
+    p.add_argument("--mb", type=float, default=100.0, help="size of the generated log in MB (default 100)")
+    p.add_argument("--dir", help="write the log to DIR/bench.log and keep it (default: a temp dir, removed)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per contender, interleaved; the best counts (default 3)")
+    p.add_argument("--in-process", action="store_true", help="measure in this process (fast, for tests)")
+    p.add_argument("--json", help="also write all measurements to this JSON file")
+    p.set_defaults(func=cmd_verl)
+
+
+def cmd_verl(args) -> int:
+    keep = args.dir is not None
+    root = os.path.abspath(args.dir) if keep else tempfile.mkdtemp(prefix="rundash-bench-verl-")
+    os.makedirs(root, exist_ok=True)
+    try:
+        path = os.path.join(root, "bench.log")
+        print(f"building a {args.mb:,.0f} MB verl log from the sample logs in {sample_dir()} …", flush=True)
+        gen = build_log(path, args.mb)
+        print(f"built {gen.bytes / 1e6:,.1f} MB ({gen.lines:,} lines) in {gen.seconds:.1f} s", flush=True)
+        load0 = os.getloadavg()[0]
+        samples: dict[str, list[dict]] = {}
+        for r in range(max(args.repeat, 1)):  # interleaved, so background load hits all alike
+            for contender in ("rundash", "baseline", "floor", "cold"):
+                print(f"measuring {contender} ({r + 1}/{max(args.repeat, 1)}) …", flush=True)
+                samples.setdefault(contender, []).append(
+                    run_one("verl", contender, {"path": path}, in_process=args.in_process))
+        results: dict = {}
+        for contender, runs in samples.items():
+            best = dict(min(runs, key=lambda x: x["seconds"]))
+            best["all_seconds"] = [x["seconds"] for x in runs]
+            results[contender] = best
+        print("verifying rundash's values against the baseline's …", flush=True)
+        results["verify"] = run_one("verl", "verify", {"path": path}, in_process=args.in_process)
+        print("measuring a refresh after appending lines …", flush=True)
+        results["refresh"] = run_one("verl", "refresh", {"path": path}, in_process=args.in_process)
+        results["loadavg"] = [load0, os.getloadavg()[0]]
+        text, checks = build_report(gen, results)
+        print()
+        print(text, flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"generated": asdict(gen), "results": results, "checks": checks}, f, indent=1)
+        return 0 if checks["rows_ok"] and checks["refresh_ok"] else 1
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,367 @@
+"""Harbor trial trees as Lego-RL writes them (`../shared/formats/swe-lego-rl.md` sections 1.3, 2, 3, 4).
+
+An exp dir is `harbor_trials/<project>/<exp>[-YYYYMMDD-HHMMSS]/`; it holds rollout folders
+`step_NNNN/` (NNNN: the agent loop's `global_steps`; in fully-async runs a rollouter sample
+counter, not the trainer step), each holding trial dirs `<task_slug>-<hex8>/`.
+
+A trial is read from `result.json` and `verifier/reward.txt` only (plus `exception.txt` when
+result.json does not say why the trial failed); trajectories are never opened here. Rows are kept
+in `cache.shared`, one entry per exp dir (`ExpDirTrials`, shared by every Run of it), per trial
+dir with the identity it was read at: result.json's FileId (Harbor writes it last), or for a trial
+still being written the FileIds of reward.txt and exception.txt too. A refresh stats each trial's
+result.json and reads only new or changed trials. (One cache entry per trial would make the
+shared LRU's per-insert bookkeeping the bottleneck: 16k trials took minutes.)
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+from dataclasses import dataclass
+
+import orjson
+import pandas as pd
+
+from .. import cache
+from ..io.files import FileId, file_id, read_range, read_tail
+
+STEP_DIR = re.compile(r"^step_(\d+)$")
+EXP_STAMP = re.compile(r"^(.*)-(\d{8})-(\d{6})$")
+TRIAL_HEX = re.compile(r"-[0-9a-f]{6,}$")
+REPO_NUMBER = re.compile(r"-\d+$")
+NAMED_EXP = re.compile(rb"(/[^\s\"'=()]*?/harbor_trials/[^\s\"'=()]+?/[^\s\"'=()/]+)/step_\d+")  # spec 1.3
+SIBLING_WINDOW_S = 600
+RESULT, REWARD, EXCEPTION = "result.json", os.path.join("verifier", "reward.txt"), "exception.txt"
+MAX_JSON_BYTES = 64 << 20
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::(.*))?$")
+
+TRIAL_COLUMNS = ("sample_id", "step", "task_id", "capability", "reward", "ok", "exception_type", "exception",
+                 "n_input_tokens", "n_output_tokens", "n_cache_tokens", "turns", "started", "duration_s",
+                 "problem", "locator")
+_TOKEN_KEYS = ("n_input_tokens", "n_output_tokens", "n_cache_tokens")
+
+
+# Names --------------------------------------------------------------------------------------------
+def task_id_of(trial_name: str) -> str:
+    """Spec 4: the trial dir name without its `-<hex>` suffix."""
+    return TRIAL_HEX.sub("", trial_name)
+
+
+def capability_of(task_id: str) -> str:
+    """Spec 4: the repo, i.e. the task id without its trailing `-<number>`."""
+    return REPO_NUMBER.sub("", task_id)
+
+
+def step_number(name: str) -> int | None:
+    m = STEP_DIR.match(name)
+    return int(m.group(1)) if m else None
+
+
+# Linking a log to its exp dirs (spec 1.3) --------------------------------------------------------
+def named_exp_dirs(data: bytes) -> list[str]:
+    """Exp dirs named by `<exp dir>/step_N` paths in some log bytes, in order of first appearance."""
+    if b"harbor_trials" not in data:
+        return []
+    return list(dict.fromkeys(m.group(1).decode("utf-8", "replace") for m in NAMED_EXP.finditer(data)))
+
+
+def _stamp(name: str) -> tuple[str, float] | None:
+    m = EXP_STAMP.match(name)
+    if not m:
+        return None
+    try:
+        t = pd.Timestamp(f"{m.group(2)}T{m.group(3)}").timestamp()
+    except ValueError:
+        return None
+    return m.group(1), t
+
+
+def has_step_folder(path: str) -> bool:
+    try:
+        with os.scandir(path) as it:
+            return any(STEP_DIR.match(e.name) and e.is_dir() for e in it)
+    except OSError:
+        return False
+
+
+def _subdirs(path: str) -> list[str]:
+    try:
+        with os.scandir(path) as it:
+            return sorted(e.name for e in it if not e.name.startswith(".") and e.is_dir())
+    except OSError:
+        return []
+
+
+def expand_siblings(dirs: list[str]) -> list[str]:
+    """Spec 1.3 step 2: add the `<stem>-YYYYMMDD-HHMMSS` dirs next to a stamped one (same stem,
+    stamp within 600 s, at least one step_* child): the other nodes of a multi-node run."""
+    out = list(dict.fromkeys(dirs))
+    for d in list(out):
+        parent, mine = os.path.split(d.rstrip(os.sep))
+        own = _stamp(mine)
+        if own is None:
+            continue
+        for name in _subdirs(parent):
+            other = _stamp(name)
+            path = os.path.join(parent, name)
+            if (other and other[0] == own[0] and abs(other[1] - own[1]) <= SIBLING_WINDOW_S and path not in out
+                    and has_step_folder(path)):
+                out.append(path)
+    return out
+
+
+def workdir_trials(log_path: str) -> str | None:
+    """`<workdir>/harbor_trials` for a log at `<workdir>/logs/<exp>.log`, when it exists."""
+    logs = os.path.dirname(os.path.abspath(log_path))
+    if os.path.basename(logs) != "logs":
+        return None
+    trials = os.path.join(os.path.dirname(logs), "harbor_trials")
+    return trials if os.path.isdir(trials) else None
+
+
+def _is_exp_name(name: str, exp: str) -> bool:
+    stamped = _stamp(name)
+    return name == exp or (stamped is not None and stamped[0] == exp)
+
+
+def sibling_exp_dirs(log_path: str, exp: str) -> list[str]:
+    """`<workdir>/harbor_trials/<project>/<exp>` and `<exp>-YYYYMMDD-HHMMSS` next to the log's
+    `logs/` folder. Exact names only: run `r-1` must not pick up `r-10`'s trials."""
+    root = workdir_trials(log_path)
+    if root is None:
+        return []
+    return [os.path.join(root, p, n) for p in _subdirs(root) for n in _subdirs(os.path.join(root, p))
+            if _is_exp_name(n, exp)]
+
+
+def local_copy(named: str, log_path: str) -> str | None:
+    """A named exp dir under a cluster mount (`/mnt/shared/.../harbor_trials/p/e`) that is not on
+    this machine, found at the same `<project>/<exp>` under the log's own workdir."""
+    root = workdir_trials(log_path)
+    tail = named.split("/harbor_trials/", 1)[-1]
+    if root is None or not tail:
+        return None
+    path = os.path.join(root, *tail.split("/"))
+    return path if os.path.isdir(path) else None
+
+
+# Listing -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Folder:
+    """One `step_NNNN` folder of one exp dir and the trial dirs in it (names sorted)."""
+
+    exp_dir: str
+    name: str
+    step: int
+    trials: tuple[str, ...]
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.exp_dir, self.name)
+
+
+def list_folders(exp_dirs: list[str]) -> list[Folder]:
+    """Every step folder of the exp dirs, by step number (not name: step_10000 > step_9999)."""
+    out = []
+    for exp in exp_dirs:
+        for name in _subdirs(exp):
+            n = step_number(name)
+            if n is not None:
+                out.append(Folder(exp, name, n, tuple(_subdirs(os.path.join(exp, name)))))
+    return sorted(out, key=lambda f: (f.step, f.exp_dir))
+
+
+# Reading one trial (spec 3.3, 4) ------------------------------------------------------------------
+def _number(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return float(v)
+
+
+def _integer(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _time(v) -> int | None:
+    if not isinstance(v, str) or not v:
+        return None
+    try:
+        t = pd.Timestamp(v)
+    except (ValueError, TypeError):
+        return None
+    if t is pd.NaT:
+        return None
+    return (t.tz_localize("UTC") if t.tzinfo is None else t).value  # ns since the epoch, exact
+
+
+def _reward_txt(path: str) -> tuple[float | None, str | None]:
+    try:
+        text = read_range(path, 0, 256).decode("utf-8", "replace").strip()
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"verifier/reward.txt cannot be read ({e.strerror or e})"
+    try:
+        value = float(text)
+    except ValueError:
+        return None, f"verifier/reward.txt is not a number ({text[:40]!r})"
+    return (None, "verifier/reward.txt is NaN") if math.isnan(value) else (value, None)
+
+
+def _exception_txt(path: str) -> tuple[str | None, str | None]:
+    """(type, message) from the last line of the traceback in exception.txt (`pkg.Type: message`)."""
+    try:
+        data, _start = read_tail(path, 64 << 10)
+    except OSError as e:
+        return "unknown", f"exception.txt cannot be read ({e.strerror or e})"
+    lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+    if not lines:
+        return "unknown", ""
+    m = _EXC_LINE.match(lines[-1])
+    if m is None:
+        return "unknown", lines[-1][:500]
+    return m.group(1).rsplit(".", 1)[-1], (m.group(2) or "").strip()
+
+
+def _load_result(path: str, fid: FileId) -> tuple[dict | None, str | None]:
+    if fid.size > MAX_JSON_BYTES:
+        return None, f"result.json larger than {MAX_JSON_BYTES >> 20} MiB: not read"
+    try:
+        data = read_range(path, 0, fid.size)
+    except OSError as e:
+        return None, f"result.json cannot be read ({e.strerror or e})"
+    if not data.strip():
+        return None, "result.json is empty (still being written?)"
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None, "result.json is not valid JSON"
+    if not isinstance(obj, dict):
+        return None, "result.json is not a JSON object"
+    return obj, None
+
+
+def _get(obj, *keys):
+    for k in keys:
+        obj = obj.get(k) if isinstance(obj, dict) else None
+    return obj
+
+
+def _tokens(agent_result) -> list[int | None]:
+    """n_input/n_output/n_cache tokens: the AgentContext totals, else the sum over model_usage."""
+    out = [_integer(_get(agent_result, k)) for k in _TOKEN_KEYS]
+    usage = _get(agent_result, "model_usage")
+    if isinstance(usage, dict) and usage:
+        for i, k in enumerate(_TOKEN_KEYS):
+            parts = [_integer(_get(u, k)) for u in usage.values()]
+            if out[i] is None and parts and None not in parts:
+                out[i] = sum(parts)
+    return out
+
+
+def read_trial(trial_dir: str, step: int, sample_id: str) -> tuple:
+    """One row of TRIAL_COLUMNS for a trial dir; never raises."""
+    name = os.path.basename(trial_dir)
+    task = task_id_of(name)
+    result_path = os.path.join(trial_dir, RESULT)
+    fid = file_id(result_path)
+    result, problem = (None, None)
+    if fid is None:
+        problem = "no result.json (trial still running, or it died)" if not os.path.lexists(result_path) \
+            else "result.json is not a readable file"
+    else:
+        result, problem = _load_result(result_path, fid)
+    reward, why = _reward_txt(os.path.join(trial_dir, REWARD))
+    problem = problem or why
+    if reward is None:  # spec 4: reward.txt first, then verifier_result.rewards.reward
+        reward = _number(_get(result, "verifier_result", "rewards", "reward"))
+    info = _get(result, "exception_info")
+    exc_type = exc_msg = None
+    if isinstance(info, dict):
+        exc_type = str(info.get("exception_type") or "unknown")
+        exc_msg = str(info.get("exception_message") or "")
+    elif os.path.lexists(os.path.join(trial_dir, EXCEPTION)):
+        exc_type, exc_msg = _exception_txt(os.path.join(trial_dir, EXCEPTION))
+    ok = False if exc_type is not None else (True if result is not None else None)
+    started, finished = _time(_get(result, "started_at")), _time(_get(result, "finished_at"))
+    duration = (finished - started) / 1e9 if started is not None and finished is not None else None
+    tokens = _tokens(_get(result, "agent_result"))
+    return (sample_id, step, task, capability_of(task), reward, ok, exc_type, exc_msg, *tokens, None,
+            started, duration, problem, trial_dir)
+
+
+def trial_ident(trial_dir: str) -> tuple:
+    """What says a trial changed: result.json's FileId (Harbor writes it last); for a trial
+    without one (still running, or it died), the FileIds of reward.txt and exception.txt too."""
+    fid = file_id(os.path.join(trial_dir, RESULT))
+    if fid is not None:
+        return (fid,)
+    return None, file_id(os.path.join(trial_dir, REWARD)), file_id(os.path.join(trial_dir, EXCEPTION))
+
+
+class ExpDirTrials:
+    """The trial rows read so far from one exp dir, kept in `cache.shared` (one entry per exp dir,
+    shared by every Run): per folder, per trial dir, the row and the identity it was read at. A
+    refresh stats each listed trial and reads only the new or changed ones; a trial that could
+    not be read (I/O error) is read again next time."""
+
+    def __init__(self, exp_dir: str):
+        self.exp_dir = exp_dir
+        self._lock = threading.Lock()
+        self._rows: dict[str, dict[str, tuple[tuple, tuple]]] = {}  # folder -> trial -> (ident, row)
+
+    @property
+    def nbytes(self) -> int:
+        return 1024 + 1200 * sum(len(r) for r in self._rows.values())
+
+    def rows(self, folder: Folder) -> list[tuple]:
+        """The trial rows (TRIAL_COLUMNS) of one step folder, trials in name order."""
+        with self._lock:
+            old, new = self._rows.get(folder.name, {}), {}
+            for name in folder.trials:
+                path = os.path.join(folder.path, name)
+                ident = trial_ident(path)
+                kept = old.get(name)
+                if kept is None or kept[0] != ident:
+                    kept = (ident, read_trial(path, folder.step, f"{folder.name}/{name}"))
+                    if kept[1][-2] is not None and "cannot be read" in kept[1][-2]:
+                        kept = (None, kept[1])  # an I/O error: read again next time
+                new[name] = kept
+            self._rows[folder.name] = new
+            return [new[name][1] for name in folder.trials]
+
+    def forget_except(self, names: set[str]) -> None:
+        """Drop what was kept of folders that are gone."""
+        with self._lock:
+            for name in [n for n in self._rows if n not in names]:
+                del self._rows[name]
+
+
+def exp_dir_trials(exp_dir: str) -> ExpDirTrials:
+    return cache.shared.get_or_create(("harbor-exp", os.path.realpath(exp_dir)), lambda: ExpDirTrials(exp_dir))
+
+
+def read_folders(folders: list[Folder]) -> pd.DataFrame:
+    """The trial rows of some folders (through the exp dirs' shared state), as one frame."""
+    rows = [row for f in folders for row in exp_dir_trials(f.exp_dir).rows(f)]
+    cache.shared.evict()  # the exp dirs' entries grew
+    return trial_frame(rows)
+
+
+def trial_frame(rows: list[tuple]) -> pd.DataFrame:
+    cols = list(zip(*rows)) if rows else [()] * len(TRIAL_COLUMNS)
+    c = dict(zip(TRIAL_COLUMNS, cols))
+    frame = pd.DataFrame({
+        "sample_id": pd.array(c["sample_id"], dtype="str"), "step": pd.array(c["step"], dtype="Int64"),
+        "task_id": pd.array(c["task_id"], dtype="str"), "capability": pd.array(c["capability"], dtype="str"),
+        "reward": pd.array([math.nan if r is None else r for r in c["reward"]], dtype="float64"),
+        "ok": pd.array(c["ok"], dtype="boolean"),
+        "exception_type": pd.array(c["exception_type"], dtype="str"),
+        "exception": pd.array(c["exception"], dtype="str"),
+        **{k: pd.array(c[k], dtype="Int64") for k in (*_TOKEN_KEYS, "turns")},
+        "started": pd.to_datetime(pd.array(c["started"], dtype="Int64"), unit="ns", utc=True),
+        "duration_s": pd.array([math.nan if d is None else d for d in c["duration_s"]], dtype="float64"),
+        "problem": pd.array(c["problem"], dtype="str"), "locator": pd.array(c["locator"], dtype="str"),
+    })
+    return frame[list(TRIAL_COLUMNS)]

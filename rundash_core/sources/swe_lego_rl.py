@@ -1,0 +1,316 @@
+"""SWE-Lego-RL runs (`../shared/formats/swe-lego-rl.md`): a verl console log plus its Harbor trial dirs.
+
+The run is the log file `<workdir>/logs/<exp>.log` (run id `<exp>`). Metrics, config and the run
+card come from the log as for plain verl (`VerlRun`); the trials are found (spec 1.3) from the
+`.../harbor_trials/<project>/<exp>/step_N` paths the log names (a path from another machine's
+mount is looked up at the same `<project>/<exp>` under the log's own workdir), from the sibling
+folder `<workdir>/harbor_trials/*/<exp>[-YYYYMMDD-HHMMSS]`, and by sibling expansion (the other
+nodes' `<stem>-YYYYMMDD-HHMMSS` dirs, stamps within 600 s). A log with no linked trial dirs is
+plain verl.
+
+`samples()`: one row per trial dir (see `harbor.py`). `step` is the `step_NNNN` folder number:
+in fully-async training the rollouter's sample counter, **not** the trainer step; for validation
+dumps `trainer_step` is the trainer step the log pairs the dump with (spec 2.3), else NA.
+
+A folder is a validation dump (`split='val'`) when the log starts a validation for it
+(`test_gen_batch meta info: {… 'validate': True, 'global_steps': X}`) or maps it
+(`val_map: step_X -> train_step T`), or, with no word from the log, when it holds more than
+3·n trials (n = `actor_rollout_ref.rollout.n`, default 8), mostly one per task. Spec 2.2's count
+alone (> max(50, 4·n)) would miss the small sample's 30-trial dumps and call a synchronous run's
+step folder (batch × n trials, n per task) a dump.
+
+`validation()`: per validation event × source × statistic; source `trials` (pass@1 over the
+fixed cohort, spec 6) and `log` (the `val-*` keys and `rollouter/validate_time` the log printed at
+the paired trainer step).
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from .. import cache
+from ..io.bytetail import ByteTail
+from ..io.files import read_tail
+from ..run import Problem
+from . import harbor
+from .verl import VerlRun, is_log_name, stem
+
+KIND = "swe-lego-rl"
+PROBE_BYTES = 256 << 10  # detection reads at most this much of the head and of the tail
+CHUNK_BYTES = 16 << 20
+DEFAULT_N = 8
+LOW_COVERAGE = 0.5
+VAL_STAT_PREFIXES = ("val-", "val/")
+
+_MARK = re.compile(rb"harbor_trials|test_gen_batch meta info|validate_time|val_map:")
+_VAL_MAP = re.compile(rb"val_map:\s*step_(\d+)\s*->\s*train_step\s*(\d+)")
+_VAL_START = re.compile(rb"test_gen_batch meta info:.*'validate':\s*True.*'global_steps':\s*(\d+)")
+_VAL_END = re.compile(rb"step:(\d+)\s*-.*rollouter/validate_time")
+SAMPLE_COLUMNS = ("sample_id", "split", "step", "trainer_step", *harbor.TRIAL_COLUMNS[2:])
+
+
+# Finding runs ------------------------------------------------------------------------------------
+def is_run_file(path: str) -> bool:
+    """A console log (named as verl's) with linked trial dirs: the sibling
+    `harbor_trials/*/<exp>` folder, or `harbor_trials/.../step_N` paths in the first or last
+    256 KiB. No full parse."""
+    if not is_log_name(os.path.basename(path)) or not os.path.isfile(path):
+        return False
+    if harbor.sibling_exp_dirs(path, stem(path)):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(PROBE_BYTES)
+        tail = read_tail(path, PROBE_BYTES)[0] if len(head) == PROBE_BYTES else b""
+    except OSError:
+        return False
+    return bool(harbor.named_exp_dirs(head) or harbor.named_exp_dirs(tail))
+
+
+def find_runs(entries: list[os.DirEntry]) -> list[str]:
+    """The Lego-RL logs among a folder's entries and in its `logs/` subfolder (one level each)."""
+    out = []
+    for e in entries:
+        try:
+            if e.name == "logs" and e.is_dir():
+                out += find_runs(sorted(os.scandir(e.path), key=lambda x: x.name))
+            elif is_log_name(e.name) and e.is_file() and is_run_file(e.path):
+                out.append(e.path)
+        except OSError:
+            continue
+    return out
+
+
+# What the log says about trials and validations ---------------------------------------------------
+class LogMarks(ByteTail):
+    """The harbor_trials paths and validation markers of one log, read incrementally: a refresh
+    scans only the complete lines appended since (a replaced or rewritten file is read again)."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self._lock = threading.Lock()
+        self._clear()
+
+    def _clear(self) -> None:
+        self.named: dict[str, None] = {}  # exp dirs in order of first appearance
+        self.starts: dict[int, None] = {}  # folder numbers of every validation started
+        self.pairs: dict[int, int] = {}  # folder number -> trainer step (first pairing wins)
+        self.explicit: dict[int, int] = {}  # `val_map:` lines (always win)
+        self.pending: int | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return 200 + 100 * (len(self.named) + len(self.starts) + len(self.pairs) + len(self.explicit))
+
+    def refresh(self) -> "LogMarks":
+        with self._lock:
+            while (new := self.read_lines(CHUNK_BYTES)) is not None:
+                if new.reset:
+                    self._clear()
+                if not new.cut:
+                    break
+                self._scan(new.lines)
+        return self
+
+    def _scan(self, data: bytes) -> None:
+        end = 0
+        for m in _MARK.finditer(data):
+            if m.start() < end:
+                continue  # same line as the previous hit
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            end = data.find(b"\n", m.end())
+            end = len(data) if end < 0 else end
+            self._line(data[start:end])
+
+    def _line(self, line: bytes) -> None:
+        for d in harbor.named_exp_dirs(line):
+            self.named.setdefault(d, None)
+        if (m := _VAL_MAP.search(line)) is not None:
+            self.explicit.setdefault(int(m.group(1)), int(m.group(2)))
+        if (m := _VAL_START.search(line)) is not None:
+            self.pending = int(m.group(1))
+            self.starts.setdefault(self.pending, None)
+        elif (m := _VAL_END.search(line)) is not None and self.pending is not None:
+            self.pairs.setdefault(self.pending, int(m.group(1)))
+            self.pending = None
+
+    def train_step(self, folder: int) -> int | None:
+        return self.explicit.get(folder, self.pairs.get(folder))
+
+    def is_validation(self, folder: int) -> bool:
+        return folder in self.starts or folder in self.explicit
+
+
+def log_marks(path: str) -> LogMarks:
+    marks = cache.shared.get_or_create(("swe-lego-rl-marks", os.path.realpath(path)), lambda: LogMarks(path))
+    marks.refresh()
+    cache.shared.evict()
+    return marks
+
+
+# The run -----------------------------------------------------------------------------------------
+class SweLegoRLRun(VerlRun):
+    kind = KIND
+
+    def __init__(self, path: str | os.PathLike, run_id: str | None = None):
+        super().__init__(path, run_id)
+        self.exp = stem(self.path)  # the file name decides, as in Lego-RL (not trainer.experiment_name)
+        self._lock = threading.Lock()
+        self._link_problems: list[Problem] = []
+
+    # Trial dirs ----------------------------------------------------------------------------------
+    def marks(self) -> LogMarks:
+        return log_marks(self.path)
+
+    def exp_dirs(self) -> list[str]:
+        """The exp dirs of this run (spec 1.3): named by the log, the sibling folder's, expanded."""
+        found, problems = [], []
+        for named in self.marks().named:
+            if os.path.isdir(named):
+                found.append(named)
+            elif (copy := harbor.local_copy(named, self.path)) is not None:
+                found.append(copy)
+            else:
+                problems.append(Problem(named, "trial dir named in the log is not on disk "
+                                               "(deleted, or another machine's path)"))
+        found += harbor.sibling_exp_dirs(self.path, self.exp)
+        unique = list({os.path.realpath(d): d for d in reversed(found)}.values())[::-1]
+        with self._lock:
+            self._link_problems = problems
+        return harbor.expand_siblings(unique)
+
+    def expected_n(self) -> int:
+        """Rollouts per prompt: `actor_rollout_ref.rollout.n` from the logged config (default 8)."""
+        try:
+            n = self.config().get("actor_rollout_ref", {}).get("rollout", {}).get("n")
+        except Exception:  # a config that cannot be recovered is the verl reader's problem
+            n = None
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else DEFAULT_N
+
+    def _groups(self) -> list[tuple]:
+        """(step, name, split, trainer_step, trials, tasks, [harbor.Folder]) per folder number."""
+        marks, n, by_step, exp_dirs = self.marks(), self.expected_n(), {}, self.exp_dirs()
+        listing = harbor.list_folders(exp_dirs)
+        for f in listing:
+            by_step.setdefault(f.step, []).append(f)
+        for d in exp_dirs:  # forget what was kept of folders that are gone
+            if ("harbor-exp", os.path.realpath(d)) in cache.shared:
+                harbor.exp_dir_trials(d).forget_except({f.name for f in listing if f.exp_dir == d})
+        out = []
+        for step, fs in sorted(by_step.items()):
+            tasks = Counter(harbor.task_id_of(t) for f in fs for t in f.trials)
+            entries = sum(tasks.values())
+            singles = sum(1 for c in tasks.values() if c == 1)
+            val = marks.is_validation(step) or (entries > 3 * n and len(tasks) > 1 and 2 * singles >= len(tasks))
+            out.append((step, fs[0].name, "val" if val else "train", marks.train_step(step) if val else None,
+                        entries, len(tasks), fs))
+        return out
+
+    def folders(self) -> pd.DataFrame:
+        """One row per rollout folder number over all exp dirs: step, name, split, trainer_step,
+        trials (entries summed over exp dirs), tasks (distinct task ids), exp_dirs (holding it)."""
+        rows = [(*g[:6], len(g[6])) for g in self._groups()]
+        frame = pd.DataFrame(rows, columns=["step", "name", "split", "trainer_step", "trials", "tasks", "exp_dirs"])
+        for col in ("step", "trainer_step", "trials", "tasks", "exp_dirs"):
+            frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
+        for col in ("name", "split"):
+            frame[col] = frame[col].astype("str")
+        return frame
+
+    # Frames --------------------------------------------------------------------------------------
+    def samples(self, split: str | None = None, step: int | None = None) -> pd.DataFrame:
+        """One row per trial dir (result.json + verifier/reward.txt; trajectories are not read).
+
+        step: the `step_NNNN` folder number (a rollouter sample counter in async runs, not the
+        trainer step); trainer_step: the log's pairing for validation dumps, else NA; reward:
+        reward.txt, else result.json's verifier reward; ok: False when the trial raised
+        (exception_type/exception from result.json's exception_info, else exception.txt), NA when
+        it has no readable result.json; problem: why the trial could not be fully read;
+        turns: not in result.json, left NA; locator: the trial dir."""
+        if split not in (None, "train", "val"):
+            raise ValueError(f"split must be 'train', 'val' or None, not {split!r}")
+        return self._samples([g for g in self._groups() if split in (None, g[2]) and step in (None, g[0])])
+
+    @staticmethod
+    def _samples(groups: list[tuple]) -> pd.DataFrame:
+        out = harbor.read_folders([f for g in groups for f in g[6]])
+        by_step = {g[0]: g for g in groups}
+        steps = out["step"].to_numpy(dtype="int64")
+        out["split"] = pd.array([by_step[n][2] for n in steps], dtype="str")
+        out["trainer_step"] = pd.array([by_step[n][3] for n in steps], dtype="Int64")
+        return out[list(SAMPLE_COLUMNS)]
+
+    def validation(self) -> pd.DataFrame:
+        """Per validation event × source × statistic: event (folder name), step (folder number),
+        trainer_step, source, statistic, value.
+
+        source `trials` (spec 6): over the fixed cohort (tasks present in at least half of the
+        events), the first copy of each task (smallest path): val_score = solved / cohort tasks
+        present (pass@1; solved = reward > 0), solved, tasks, cohort_size, coverage = tasks /
+        cohort_size, low_coverage (1.0 below 0.5: indicative only), trials (all dirs, re-sent
+        copies included). source `log`: every `val-*` key and `rollouter/validate_time` the log
+        printed at the paired trainer step."""
+        cols = ["event", "step", "trainer_step", "source", "statistic", "value"]
+        events = [g for g in self._groups() if g[2] == "val"]
+        rows = []
+        if events:
+            first = self._samples(events).sort_values("locator").drop_duplicates(["step", "task_id"])
+            appeared = first.groupby("task_id")["step"].nunique()
+            cohort = set(appeared[appeared * 2 >= len(events)].index)
+            tidy = self._log_validation_metrics()
+            for step, name, _split, trainer_step, trials, _tasks, _fs in events:
+                mine = first[(first["step"] == step) & first["task_id"].isin(cohort)]
+                solved = int((mine["reward"] > 0).sum())
+                coverage = len(mine) / len(cohort) if cohort else np.nan
+                stats = {"val_score": solved / len(mine) if len(mine) else np.nan, "solved": solved,
+                         "tasks": len(mine), "cohort_size": len(cohort), "coverage": coverage,
+                         "low_coverage": float(coverage < LOW_COVERAGE) if cohort else np.nan,
+                         "trials": trials}
+                base = (name, step, trainer_step)
+                rows += [(*base, "trials", k, float(v)) for k, v in stats.items()]
+                if trainer_step is not None:
+                    at = tidy[tidy["step"] == trainer_step]
+                    rows += [(*base, "log", str(m), float(v)) for m, v in zip(at["metric"], at["value"])]
+        frame = pd.DataFrame(rows, columns=cols)
+        frame["step"] = pd.array(frame["step"].tolist(), dtype="Int64")
+        frame["trainer_step"] = pd.array(frame["trainer_step"].tolist(), dtype="Int64")
+        for col in ("event", "source", "statistic"):
+            frame[col] = frame[col].astype("str")
+        frame["value"] = frame["value"].astype("float64")
+        order = frame.assign(_last=frame["trainer_step"].isna()).sort_values(
+            ["_last", "trainer_step", "step"], kind="stable")  # unpaired events last, by folder
+        return order.drop(columns="_last").reset_index(drop=True)
+
+    def _log_validation_metrics(self) -> pd.DataFrame:
+        tidy = self.metrics()
+        keep = tidy["metric"].astype("str")
+        keep = keep.str.startswith(VAL_STAT_PREFIXES) | (keep == "rollouter/validate_time")
+        return tidy[keep & tidy["step"].notna()]
+
+    # Problems ------------------------------------------------------------------------------------
+    def problems(self) -> list[Problem]:
+        out = list(super().problems())
+        marks = self.marks()
+        if marks.error and not any(p.path == self.path and p.what == marks.error for p in out):
+            out.append(Problem(self.path, marks.error))
+        exp_dirs = self.exp_dirs()
+        with self._lock:
+            out += self._link_problems
+        if not exp_dirs:
+            out.append(Problem(self.path, "no harbor trial dirs found (named in the log, or next to logs/ in "
+                                          "harbor_trials/<project>/<exp>): no samples"))
+        have = set()
+        for f in (f for g in self._groups() for f in g[6]):
+            have.add(f.exp_dir)
+            if not f.trials:
+                out.append(Problem(f.path, "step folder holds no trial dirs"))
+                continue
+            counts = Counter(row[-2] for row in harbor.exp_dir_trials(f.exp_dir).rows(f) if row[-2] is not None)
+            out += [Problem(f.path, f"trial dirs: {what}", n) for what, n in counts.items()]
+        out += [Problem(d, "exp dir holds no step_* folders yet") for d in exp_dirs if d not in have]
+        return out

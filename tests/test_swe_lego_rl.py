@@ -1,0 +1,522 @@
+"""SWE-Lego-RL runs: detection against plain verl, linking a log to its trial dirs, samples()
+against an independent reading, validation pairing and scores, bad input, incremental re-reads,
+and no writes into the run.
+
+The reference below is written from the format notes (swe-lego-rl.md sections 1.3, 2.3, 3.3, 4,
+6), not from rundash's code: json.load of result.json, float() of verifier/reward.txt, the
+validation pairing by a line-by-line regex scan of the log.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import rundash_core as rd
+from conftest import DATA, copy_run, snapshot
+from rundash_core import cache
+from rundash_core.sources import SOURCES, detect, find_runs, harbor, swe_lego_rl
+from rundash_core.sources.swe_lego_rl import SweLegoRLRun
+
+EXP = "qwen3-8b-swegym-gspo-async-r1"
+PROJECT = "swe_lego_rl"
+LEGO = DATA / "lego"
+LOG = LEGO / "logs" / f"{EXP}.log"
+TRIALS = LEGO / "harbor_trials" / PROJECT / EXP
+
+
+# Reference ----------------------------------------------------------------------------------------
+def ref_trial(trial: Path) -> dict:
+    """One trial as the notes describe it (section 4), read with json.load and float()."""
+    try:
+        result = json.loads((trial / "result.json").read_text())
+        result = result if isinstance(result, dict) else None
+    except (OSError, ValueError):
+        result = None
+    reward = None
+    try:
+        reward = float((trial / "verifier" / "reward.txt").read_text().strip())
+    except (OSError, ValueError):
+        pass
+    if reward is None and result and isinstance(result.get("verifier_result"), dict):
+        v = (result["verifier_result"].get("rewards") or {}).get("reward")
+        reward = float(v) if isinstance(v, (int, float)) else None
+    exc_type = exc_msg = None
+    if result and result.get("exception_info"):
+        exc_type = result["exception_info"]["exception_type"]
+        exc_msg = result["exception_info"]["exception_message"]
+    elif (trial / "exception.txt").exists():
+        last = [ln for ln in (trial / "exception.txt").read_text().splitlines() if ln.strip()][-1]
+        name, _, msg = last.partition(":")
+        exc_type, exc_msg = name.split(".")[-1], msg.strip()
+    agent = (result or {}).get("agent_result") or {}
+    task = re.sub(r"-[0-9a-f]{6,}$", "", trial.name)
+    started = finished = None
+    if result and result.get("started_at"):
+        started = pd.Timestamp(result["started_at"])
+    if result and result.get("finished_at"):
+        finished = pd.Timestamp(result["finished_at"])
+    return {"started": started, "duration_s": (finished - started).total_seconds() if started and finished else None,
+            "task_id": task, "capability": re.sub(r"-\d+$", "", task), "reward": reward,
+            "ok": None if result is None and exc_type is None else exc_type is None,
+            "exception_type": exc_type, "exception": exc_msg,
+            "n_input_tokens": agent.get("n_input_tokens"), "n_output_tokens": agent.get("n_output_tokens"),
+            "n_cache_tokens": agent.get("n_cache_tokens")}
+
+
+def ref_pairing(log: Path) -> tuple[dict[int, int], set[int]]:
+    """Spec 2.3: folder number -> trainer step, and every folder a validation started for."""
+    pairs, starts, pending = {}, set(), None
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.search(r"val_map:\s*step_(\d+)\s*->\s*train_step\s*(\d+)", line)
+        if m:
+            pairs[int(m.group(1))] = int(m.group(2))
+            starts.add(int(m.group(1)))
+            continue
+        m = re.search(r"test_gen_batch meta info:.*'validate':\s*True.*'global_steps':\s*(\d+)", line)
+        if m:
+            pending = int(m.group(1))
+            starts.add(pending)
+            continue
+        m = re.search(r"step:(\d+)\s*-.*rollouter/validate_time", line)
+        if m and pending is not None:
+            pairs.setdefault(pending, int(m.group(1)))
+            pending = None
+    return pairs, starts
+
+
+def ref_log_value(log: Path, step: int, key: str) -> float:
+    """The last value of `key` on `step:<step>` lines (np.float64(...) unwrapped)."""
+    value = None
+    for line in log.read_text(errors="replace").splitlines():
+        if re.search(rf"(?:^|\s|m)step:{step} - ", line):
+            for part in line.split(" - "):
+                name, _, raw = part.rpartition(":")
+                if name.endswith(key):
+                    value = float(re.sub(r"^np\.\w+\((.*)\)$", r"\1", raw.strip()))
+    return value
+
+
+def trial_dirs(exp_dir: Path) -> list[Path]:
+    return sorted(t for s in exp_dir.glob("step_*") for t in s.iterdir() if t.is_dir())
+
+
+def _na(v):
+    return None if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v
+
+
+# Fixtures -----------------------------------------------------------------------------------------
+@pytest.fixture
+def work(tmp_path) -> Path:
+    """A writable copy of the sample workdir (logs/ + harbor_trials/)."""
+    return copy_run(LEGO, tmp_path, "work")
+
+
+def log_of(work: Path) -> Path:
+    return work / "logs" / f"{EXP}.log"
+
+
+def exp_of(work: Path) -> Path:
+    return work / "harbor_trials" / PROJECT / EXP
+
+
+def make_trial(folder: Path, name: str, reward: float | None = 1.0, *, exception: str | None = None) -> Path:
+    t = folder / name
+    (t / "verifier").mkdir(parents=True)
+    info = {"exception_type": exception, "exception_message": "boom", "exception_traceback": "",
+            "occurred_at": None} if exception else None
+    (t / "result.json").write_text(json.dumps({
+        "trial_name": name, "agent_result": {"n_input_tokens": 10, "n_output_tokens": 3, "n_cache_tokens": 0},
+        "verifier_result": {"rewards": {"reward": reward}} if reward is not None else None,
+        "exception_info": info, "started_at": "2026-08-12T03:00:00Z", "finished_at": "2026-08-12T03:00:30Z"}))
+    if reward is not None:
+        (t / "verifier" / "reward.txt").write_text(str(int(reward)))
+    return t
+
+
+# Detection and discovery --------------------------------------------------------------------------
+def test_registered_before_verl():
+    kinds = [s.kind for s in SOURCES]
+    assert "swe-lego-rl" in kinds and "verl" in kinds
+    assert kinds.index("swe-lego-rl") < kinds.index("verl")
+
+
+def test_log_with_trials_is_lego_without_is_plain_verl(tmp_path):
+    assert detect(str(LOG)) is SweLegoRLRun
+    run = rd.open_run(LOG)
+    assert run.kind == "swe-lego-rl" and isinstance(run, SweLegoRLRun)
+    alone = tmp_path / "logs" / LOG.name
+    alone.parent.mkdir()
+    shutil.copy(LOG, alone)  # the same log, no harbor_trials/ next to it and no paths in it
+    cls = detect(str(alone))
+    assert cls is not SweLegoRLRun and cls is not None and cls.kind == "verl"
+    assert rd.open_run(alone).kind == "verl"
+
+
+def test_sidecar_logs_are_skipped_and_found_once(work):
+    frame = rd.discover([work / "logs"])
+    lego = frame[frame["kind"] == "swe-lego-rl"]
+    assert list(lego["run_id"]) == [EXP] and list(lego["path"]) == [str(log_of(work))]
+    for name in (f"{EXP}_vllm.log", f"{EXP}_train_gpu_wandb.log", f"{EXP}_server.out", f"launch_{EXP}.log"):
+        shutil.copy(log_of(work), work / "logs" / name)
+        assert not swe_lego_rl.is_run_file(str(work / "logs" / name)), name
+    found = find_runs(str(work / "logs"))
+    assert [p for p, cls in found if cls is SweLegoRLRun] == [str(log_of(work))]
+    entries = list(os.scandir(work / "logs"))
+    assert swe_lego_rl.find_runs(entries) == [str(log_of(work))]
+
+
+def test_tracking_the_workdir_finds_the_log_in_logs(work):
+    frame = rd.discover([work])
+    assert list(frame["kind"]) == ["swe-lego-rl"] and list(frame["path"]) == [str(log_of(work))]
+
+
+def test_detection_reads_only_head_and_tail(tmp_path):
+    """Named paths in the head or the tail are enough; one only in the middle of a big log is not
+    looked for (detection must stay cheap)."""
+    exp = tmp_path / "cluster" / "harbor_trials" / "p" / "e"
+    (exp / "step_0001").mkdir(parents=True)
+    named = f"(AgentLoopWorker pid=1) trials_dir={exp}/step_0001\n".encode()
+    filler = b"(TaskRunner pid=1) step:1 - actor/entropy:0.5\n" * 20000  # ~1 MB
+    for i, data in enumerate((named + filler, filler + named, filler + named + filler)):
+        log = tmp_path / f"run{i}.log"
+        log.write_bytes(data)
+        assert swe_lego_rl.is_run_file(str(log)) is (i < 2)
+
+
+# Linking (spec 1.3) -------------------------------------------------------------------------------
+def test_sibling_folder_links_exact_exp_names_only(tmp_path):
+    work = tmp_path / "w"
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "r-1.log").write_text("(TaskRunner pid=1) step:1 - x:1\n")
+    for name in ("r-1", "r-10", "r-1-20260812-031400", "r-1-extra"):
+        make_trial(work / "harbor_trials" / "p" / name / "step_0001", "t__t-1-abcdef12")
+    run = rd.open_run(work / "logs" / "r-1.log")
+    assert run.kind == "swe-lego-rl"
+    got = sorted(os.path.basename(d) for d in run.exp_dirs())
+    assert got == ["r-1", "r-1-20260812-031400"]
+    assert sorted(Path(p).parent.parent.name for p in run.samples()["locator"]) == got
+
+
+def test_named_paths_and_sibling_expansion(tmp_path):
+    """The log names only the head node's dir; the other nodes' dirs (same stem, stamp within
+    600 s, with a step folder) are added; a step folder split across nodes counts as one."""
+    parent = tmp_path / "mnt" / "harbor_trials" / "proj"
+    head = parent / "exp-20260812-031400"
+    make_trial(head / "step_0003", "a__a-1-aaaaaaaa", 1.0)
+    make_trial(parent / "exp-20260812-031900" / "step_0003", "a__a-1-bbbbbbbb", 0.0)  # +300 s: a node
+    make_trial(parent / "exp-20260812-040000" / "step_0003", "a__a-1-cccccccc")  # +2760 s: another run
+    (parent / "exp-20260812-031500" / "nothing").mkdir(parents=True)  # no step_* child
+    make_trial(parent / "other-20260812-031400" / "step_0003", "a__a-1-dddddddd")  # other stem
+    log = tmp_path / "elsewhere" / "exp.log"
+    log.parent.mkdir()
+    log.write_text(f"(AgentLoopWorker pid=7, ip=10.0.0.1) trial dir {head}/step_0003/a__a-1-aaaaaaaa done\n"
+                   "(TaskRunner pid=1) step:1 - actor/entropy:0.5\n")
+    run = rd.open_run(log)
+    assert run.kind == "swe-lego-rl"
+    assert [os.path.basename(d) for d in run.exp_dirs()] == ["exp-20260812-031400", "exp-20260812-031900"]
+    samples = run.samples()
+    assert sorted(samples["sample_id"]) == ["step_0003/a__a-1-aaaaaaaa", "step_0003/a__a-1-bbbbbbbb"]
+    assert set(samples["step"]) == {3} and list(samples["split"]) == ["train", "train"]
+    folders = run.folders()
+    assert list(folders["trials"]) == [2] and list(folders["exp_dirs"]) == [2]
+
+
+def test_named_dirs_from_another_mount_and_missing_ones(work):
+    """A path under another machine's mount is found at the same <project>/<exp> under the
+    log's workdir; a named dir found nowhere is a problem, not a crash."""
+    shutil.move(exp_of(work), work / "harbor_trials" / PROJECT / "moved")
+    with open(log_of(work), "a") as fh:
+        fh.write(f"(AgentLoopWorker pid=1) /mnt/shared/lego-rl/harbor_trials/{PROJECT}/moved/step_0002/x-12345678\n")
+        fh.write("(AgentLoopWorker pid=1) /mnt/shared/lego-rl/harbor_trials/gone/exp/step_0009/x-12345678\n")
+    run = rd.open_run(log_of(work))
+    assert run.kind == "swe-lego-rl"
+    assert run.exp_dirs() == [str(work / "harbor_trials" / PROJECT / "moved")]
+    assert len(run.samples()) == len(trial_dirs(work / "harbor_trials" / PROJECT / "moved"))
+    missing = [p for p in run.problems() if "not on disk" in p.what]
+    assert [p.path for p in missing] == ["/mnt/shared/lego-rl/harbor_trials/gone/exp"]
+
+
+# samples() ----------------------------------------------------------------------------------------
+def test_samples_match_an_independent_reading():
+    run = rd.open_run(LOG)
+    samples = run.samples()
+    dirs = trial_dirs(TRIALS)
+    assert len(samples) == len(dirs) == 42
+    assert list(samples.columns[:4]) == ["sample_id", "split", "step", "trainer_step"]
+    assert samples["sample_id"].is_unique
+    by_locator = samples.set_index("locator")
+    for trial in dirs:
+        row, ref = by_locator.loc[str(trial)], ref_trial(trial)
+        assert row["sample_id"] == f"{trial.parent.name}/{trial.name}"
+        assert row["step"] == int(trial.parent.name.split("_")[1])
+        for key, want in ref.items():
+            got = _na(row[key]) if key != "started" else (None if pd.isna(row[key]) else row[key])
+            if key == "duration_s" and want is not None:
+                assert got == pytest.approx(want, abs=1e-6), trial.name
+            else:
+                assert got == want, (trial.name, key, row[key], want)
+    assert samples["ok"].eq(False).sum() == 3  # the env-start failures of the sample
+    assert (samples["exception_type"].dropna() == "EnvironmentStartTimeoutError").all()
+    for text in TRIALS.glob("step_*/*/exception.txt"):  # the fallback agrees with result.json
+        info = json.loads((text.parent / "result.json").read_text())["exception_info"]
+        assert harbor._exception_txt(str(text)) == (info["exception_type"], info["exception_message"])
+
+
+def test_splits_steps_and_trainer_steps():
+    run = rd.open_run(LOG)
+    pairs, starts = ref_pairing(LOG)
+    assert pairs == {1: 0, 66: 1, 131: 2} and starts == {1, 66, 131, 196}
+    samples = run.samples()
+    for step, rows in samples.groupby("step"):
+        want_split = "val" if step in starts else "train"
+        assert set(rows["split"]) == {want_split}
+        want = pairs.get(step)
+        assert [_na(v) for v in rows["trainer_step"].unique()] == [want]
+    assert set(samples["step"]) == {1, 2, 196}
+    assert len(run.samples(split="val")) == 34 and len(run.samples(split="train")) == 8
+    assert list(run.samples(step=196)["task_id"]) == sorted(
+        re.sub(r"-[0-9a-f]{6,}$", "", p.name) for p in (TRIALS / "step_0196").iterdir())
+    assert run.samples(split="train", step=1).empty
+    with pytest.raises(ValueError):
+        run.samples(split="eval")
+
+
+def test_count_rule_without_log_markers(tmp_path):
+    """No validation word in the log: more than 3·n trials, mostly one per task, is a dump; n
+    trials per task (a synchronous step folder) is training however many there are."""
+    work = tmp_path / "w"
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "e.log").write_text("(TaskRunner pid=1) step:1 - x:1\n")
+    exp = work / "harbor_trials" / "p" / "e"
+    for i in range(30):
+        make_trial(exp / "step_0005", f"t__t-{i}-{i:08x}")
+    for i in range(8):
+        for k in range(8):
+            make_trial(exp / "step_0006", f"u__u-{i}-{i:04x}{k:04x}")
+    run = rd.open_run(work / "logs" / "e.log")
+    splits = dict(zip(run.folders()["step"], run.folders()["split"]))
+    assert splits == {5: "val", 6: "train"}
+
+
+# validation() -------------------------------------------------------------------------------------
+def test_validation_scores_and_pairing():
+    run = rd.open_run(LOG)
+    v = run.validation()
+    assert list(v.columns) == ["event", "step", "trainer_step", "source", "statistic", "value"]
+    trials = v[v["source"] == "trials"].pivot(index="event", columns="statistic", values="value")
+    assert list(dict.fromkeys(v["event"])) == ["step_0001", "step_0196"]  # paired first, unpaired last
+    # independent: first copy per task, reward > 0, cohort = tasks in >= half the events
+    events = {n: {} for n in ("step_0001", "step_0196")}
+    for n in events:
+        for t in sorted((TRIALS / n).iterdir()):
+            events[n].setdefault(ref_trial(t)["task_id"], ref_trial(t)["reward"])
+    counts = {}
+    for tasks in events.values():
+        for t in tasks:
+            counts[t] = counts.get(t, 0) + 1
+    cohort = {t for t, c in counts.items() if 2 * c >= len(events)}
+    for n, tasks in events.items():
+        present = [t for t in tasks if t in cohort]
+        solved = sum(1 for t in present if (tasks[t] or 0) > 0)
+        assert trials.loc[n, "val_score"] == pytest.approx(solved / len(present))
+        assert trials.loc[n, "coverage"] == pytest.approx(len(present) / len(cohort))
+        assert trials.loc[n, "cohort_size"] == len(cohort) == 30
+    assert trials.loc["step_0196", "low_coverage"] == 1.0 and trials.loc["step_0001", "low_coverage"] == 0.0
+    # the dump on disk agrees with the score the log printed at the paired trainer step
+    log_score = ref_log_value(LOG, 0, "val-core/unknown/reward/mean@1")
+    assert log_score == pytest.approx(0.1)
+    assert trials.loc["step_0001", "val_score"] == pytest.approx(log_score)
+    logged = v[(v["source"] == "log") & (v["event"] == "step_0001")].set_index("statistic")["value"]
+    assert logged["val-core/unknown/reward/mean@1"] == pytest.approx(log_score)
+    assert logged["rollouter/validate_time"] == pytest.approx(ref_log_value(LOG, 0, "rollouter/validate_time"))
+    assert v[v["event"] == "step_0196"]["trainer_step"].isna().all()
+    assert not (v[v["event"] == "step_0196"]["source"] == "log").any()
+
+
+def test_explicit_val_map_wins_and_log_is_read_incrementally(work, monkeypatch):
+    run = rd.open_run(log_of(work))
+    assert run.samples(step=196)["trainer_step"].isna().all()
+    marks = run.marks()
+    offset = marks.offset
+    scanned = []
+    real = swe_lego_rl.LogMarks._scan
+    monkeypatch.setattr(swe_lego_rl.LogMarks, "_scan", lambda self, data: (scanned.append(len(data)), real(self, data)))
+    line = "[stitch] val_map: step_0196 -> train_step 3\n[stitch] val_map: step_0001 -> train_step 7\n"
+    with open(log_of(work), "a") as fh:
+        fh.write(line)
+    assert set(run.samples(step=196)["trainer_step"]) == {3}
+    assert set(run.samples(step=1)["trainer_step"]) == {7}  # explicit mappings always win
+    assert scanned == [len(line)] and run.marks().offset == offset + len(line)
+
+
+def test_pairing_rules(tmp_path):
+    """Spec 2.3 on a synthetic log: an end line pairs the latest started validation only; an end
+    line with nothing started is ignored; a folder keeps its first pairing; val_map always wins."""
+    work = tmp_path / "w"
+    exp = work / "harbor_trials" / "p" / "e"
+    lines = [
+        "{'validate': True, 'global_steps': 5}",
+        "step:3 - val-core/unknown/reward/mean@1:0.5 - rollouter/validate_time:9",
+        "step:4 - val-core/unknown/reward/mean@1:0.5 - rollouter/validate_time:9",  # nothing started
+        "{'validate': True, 'global_steps': 9}",  # never ends
+        "{'validate': True, 'global_steps': 12}", "step:6 - rollouter/validate_time:9",
+        "{'validate': True, 'global_steps': 5}", "step:8 - rollouter/validate_time:9",  # 5 keeps step 3
+        "[stitch] val_map: step_0040 -> train_step 2", "{'validate': True, 'global_steps': 40}",
+        "step:11 - rollouter/validate_time:9",
+    ]
+    log = work / "logs" / "e.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join(f"(TaskRunner pid=1) test_gen_batch meta info: {{'do_sample': True, {ln[1:]}\n"
+                           if ln.startswith("{") else f"(TaskRunner pid=1) {ln}\n" for ln in lines))
+    for n in (5, 9, 12, 40, 41):
+        make_trial(exp / f"step_{n:04d}", f"t__t-1-{n:08x}")
+    run = rd.open_run(log)
+    pairs, starts = ref_pairing(log)
+    assert pairs == {5: 3, 12: 6, 40: 2} and starts == {5, 9, 12, 40}
+    folders = run.folders().set_index("step")
+    assert {s: _na(t) for s, t in folders["trainer_step"].items()} == {5: 3, 9: None, 12: 6, 40: 2, 41: None}
+    assert dict(folders["split"]) == {5: "val", 9: "val", 12: "val", 40: "val", 41: "train"}
+
+
+def test_first_copy_only_for_resent_tasks(work):
+    """Async validation re-sends tasks; pass@1 scores the first copy (smallest path), never best-of."""
+    run = rd.open_run(log_of(work))
+    before = run.validation().query("source == 'trials' and event == 'step_0001'").set_index("statistic")["value"]
+    samples = run.samples(step=1)
+    unsolved = samples[samples["reward"] == 0].iloc[0]
+    make_trial(exp_of(work) / "step_0001", f"{unsolved['task_id']}-ffffffff", 1.0)  # a later, solved copy
+    after = run.validation().query("source == 'trials' and event == 'step_0001'").set_index("statistic")["value"]
+    assert after["val_score"] == before["val_score"] and after["tasks"] == before["tasks"] == 30
+    assert after["trials"] == before["trials"] + 1 == 31
+    make_trial(exp_of(work) / "step_0001", f"{unsolved['task_id']}-00000000", 1.0)  # now the first copy
+    again = run.validation().query("source == 'trials' and event == 'step_0001'").set_index("statistic")["value"]
+    assert again["solved"] == before["solved"] + 1 and again["val_score"] == pytest.approx((before["solved"] + 1) / 30)
+
+
+# Bad input ----------------------------------------------------------------------------------------
+def test_bad_trials_are_rows_and_problems_never_crashes(work):
+    exp = exp_of(work)
+    step2 = sorted((exp / "step_0002").iterdir())
+    (step2[0] / "result.json").unlink()  # still running: reward.txt only
+    (step2[1] / "result.json").write_text("{not json")
+    (step2[2] / "result.json").write_text("[1, 2]")
+    (step2[3] / "verifier" / "reward.txt").write_text("n/a")  # falls back to verifier_result
+    (step2[4] / "result.json").unlink()
+    (step2[4] / "result.json").mkdir()
+    (step2[5] / "verifier" / "reward.txt").write_text("0.5\n")  # reward.txt wins over result.json
+    data = json.loads((step2[6] / "result.json").read_text())  # totals missing: summed model_usage
+    data["agent_result"] = {"n_input_tokens": None, "n_output_tokens": None, "n_cache_tokens": 4, "model_usage": {
+        "a": {"n_input_tokens": 100, "n_output_tokens": 7, "n_cache_tokens": 1},
+        "b": {"n_input_tokens": 20, "n_output_tokens": 5, "n_cache_tokens": 2}}}
+    (step2[6] / "result.json").write_text(json.dumps(data))
+    (exp / "step_0003").mkdir()  # a step folder with no trials
+    nores = exp / "step_0002" / "t__t-1-0badc0de"
+    nores.mkdir()
+    (nores / "exception.txt").write_text("Traceback (most recent call last):\n  File \"x\"\n"
+                                         "harbor.errors.AgentTimeoutError: Agent timed out after 3600 s\n")
+    run = rd.open_run(log_of(work))
+    samples = run.samples()
+    assert len(samples) == len(trial_dirs(exp)) == 43
+    rows = samples.set_index("locator")
+    assert pd.isna(rows.loc[str(step2[0]), "ok"]) and rows.loc[str(step2[0]), "reward"] == ref_trial(step2[0])["reward"]
+    assert "no result.json" in rows.loc[str(step2[0]), "problem"]
+    assert "not valid JSON" in rows.loc[str(step2[1]), "problem"]
+    assert "not a JSON object" in rows.loc[str(step2[2]), "problem"]
+    assert rows.loc[str(step2[3]), "reward"] == ref_trial(step2[3])["reward"] is not None
+    assert "not a number" in rows.loc[str(step2[3]), "problem"]
+    assert "not a readable file" in rows.loc[str(step2[4]), "problem"]
+    assert rows.loc[str(step2[5]), "reward"] == ref_trial(step2[5])["reward"] == 0.5
+    assert pd.isna(rows.loc[str(step2[5]), "problem"])
+    assert [rows.loc[str(step2[6]), k] for k in ("n_input_tokens", "n_output_tokens", "n_cache_tokens")] == [120, 12, 4]
+    assert rows.loc[str(nores), "ok"] == False  # noqa: E712
+    assert (rows.loc[str(nores), "exception_type"], rows.loc[str(nores), "exception"]) == (
+        "AgentTimeoutError", "Agent timed out after 3600 s")
+    problems = run.problems()
+    by_what = {(p.path, p.what): p.count for p in problems}
+    folder = str(exp / "step_0002")
+    assert by_what[(folder, "trial dirs: no result.json (trial still running, or it died)")] == 2
+    assert by_what[(folder, "trial dirs: result.json is not valid JSON")] == 1
+    assert (str(exp / "step_0003"), "step folder holds no trial dirs") in by_what
+    assert sum(p.count for p in problems if p.path == folder) == 6
+    run.validation()
+    run.overview()
+    run.metrics()
+
+
+def test_all_trial_dirs_gone(work):
+    shutil.rmtree(exp_of(work))
+    with open(log_of(work), "a") as fh:
+        fh.write(f"(AgentLoopWorker pid=1) {work}/harbor_trials/{PROJECT}/{EXP}/step_0002/x-12345678\n")
+    run = rd.open_run(log_of(work))
+    assert run.kind == "swe-lego-rl"  # the log names its trial dirs: still a Lego run
+    assert run.samples().empty and list(run.samples().columns) == list(swe_lego_rl.SAMPLE_COLUMNS)
+    assert run.validation().empty
+    whats = " | ".join(p.what for p in run.problems())
+    assert "not on disk" in whats and "no harbor trial dirs found" in whats
+
+
+# Caching and refresh ------------------------------------------------------------------------------
+def test_refresh_reads_only_new_or_changed_trials(work, monkeypatch):
+    run = rd.open_run(log_of(work))
+    calls = []
+    real = harbor.read_trial
+    monkeypatch.setattr(harbor, "read_trial", lambda d, *a: (calls.append(d), real(d, *a))[1])
+    first = run.samples()
+    assert len(calls) == len(first)
+    calls.clear()
+    assert run.samples().equals(first) and calls == []
+    new = make_trial(exp_of(work) / "step_0002", "pytest-dev__pytest-14655-0000beef", 1.0)
+    changed = sorted((exp_of(work) / "step_0002").iterdir())[1]
+    data = json.loads((changed / "result.json").read_text())
+    data["agent_result"]["n_output_tokens"] = 123456
+    (changed / "result.json").write_text(json.dumps(data))
+    again = run.samples()
+    assert sorted(calls) == sorted([str(new), str(changed)])
+    assert len(again) == len(first) + 1
+    assert again.set_index("locator").loc[str(changed), "n_output_tokens"] == 123456
+    assert ("harbor-exp", os.path.realpath(exp_of(work))) in cache.shared
+
+
+# Read-only ----------------------------------------------------------------------------------------
+def test_nothing_is_written_into_the_run(work):
+    before = snapshot(work)
+    run = rd.open_run(log_of(work))
+    run.samples(), run.validation(), run.problems(), run.overview(), run.metrics(), run.config()
+    rd.discover([work / "logs"])
+    assert snapshot(work) == before
+
+
+def test_names_from_the_notes():
+    assert harbor.task_id_of("django__django-16100-3fa2c1d9") == "django__django-16100"
+    assert harbor.capability_of("django__django-16100") == "django__django"
+    assert harbor.task_id_of("pytest-dev__pytest-14655-07b4c762") == "pytest-dev__pytest-14655"
+    assert harbor.task_id_of("django__django-16100-00002a") == "django__django-16100"  # snapshot <idx:06x>
+    assert [harbor.step_number(n) for n in ("step_0042", "step_10000", "step_x", "_dropped")] == [42, 10000, None, None]
+    data = (b"x /a/b/harbor_trials/p/e-20260101-000000/step_0001/t-1 y '/c/harbor_trials/q/f/step_12' "
+            b"/a/b/harbor_trials/p/e-20260101-000000/step_2")
+    assert harbor.named_exp_dirs(data) == ["/a/b/harbor_trials/p/e-20260101-000000", "/c/harbor_trials/q/f"]
+
+
+SHARED = Path("/work/shared/samples/generated/lego/logs") / f"{EXP}.log"
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="the full generated sample is not on this machine")
+def test_full_sample_dumps_agree_with_the_logged_val_scores():
+    """Every paired dump of the full sample scores (first copy, pass@1) what the log printed."""
+    run = rd.open_run(SHARED)
+    v = run.validation()
+    pairs, starts = ref_pairing(SHARED)
+    assert set(v["event"]) == {f"step_{n:04d}" for n in starts}
+    trials = v[v["source"] == "trials"]
+    for folder, step in pairs.items():
+        got = trials[(trials["event"] == f"step_{folder:04d}") & (trials["statistic"] == "val_score")]["value"]
+        assert list(got) == [pytest.approx(ref_log_value(SHARED, step, "val-core/unknown/reward/mean@1"))]
+    low = trials[trials["statistic"] == "low_coverage"].set_index("event")["value"]
+    assert dict(low) == {f"step_{n:04d}": float(n not in pairs) for n in starts}
