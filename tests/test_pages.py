@@ -258,3 +258,19 @@ def test_config_page_never_shows_secrets(monkeypatch, tmp_path):
     assert "base_url" in shown and "[hidden]" in shown and secret not in shown
     at.text_input(key="cfg_search").input("THISISASECRET").run()
     assert secret not in " ".join(c.value for c in at.code)
+
+
+def test_every_page_renders_every_kind_of_demo_run(monkeypatch, tmp_path):
+    from rundash_core import demo
+
+    folder = demo.ensure_demo(tmp_path / "demo")
+    runs = rd.discover([folder])
+    assert {"prime-rl", "verl", "swe-lego-rl", "relax"} <= set(runs["kind"])
+    for run_id, path in zip(runs["run_id"], runs["path"]):
+        at = make_app(monkeypatch, [folder], {"run": run_id})
+        at.run()
+        assert not at.exception, run_id
+        ov = rd.open_run(path).overview()
+        assert card_of(at)["MODEL"] == md_escape(ov.model or "n/a"), run_id
+        at.switch_page("pages/config.py").run()
+        assert not at.exception, run_id
