@@ -2,7 +2,7 @@
 import streamlit as st
 
 from pages import _ui
-from rundash_core.configview import compile_search, language_for, search_config
+from rundash_core.configview import compile_search, language_for, opens_by_default, search_config
 
 run = _ui.current_run()
 if run is None:
@@ -36,5 +36,5 @@ for name, (text, lang, hits) in results.items():
     if pattern is not None and hits == 0:
         continue
     label = _ui.md_escape(name) + (f"  ·  {hits} match{'es' * (hits != 1)}" if pattern is not None else "")
-    with st.expander(label, expanded=pattern is not None or name.endswith(("rl.json", "orchestrator.json", "sft.json", "command.txt"))):
+    with st.expander(label, expanded=pattern is not None or opens_by_default(name, len(files))):
         st.code(text, language=lang if lang == "json" else language_for(name), wrap_lines=True)

@@ -92,3 +92,11 @@ def language_for(name: str) -> str:
     if name.endswith(".txt") or name.endswith(".sh"):
         return "bash"
     return "text"
+
+
+MAIN_CONFIGS = ("rl.json", "orchestrator.json", "sft.json", "eval.json", "command.txt")
+
+
+def opens_by_default(name: str, n_files: int) -> bool:
+    """Show the files a researcher reads first (or the only ones there are) expanded."""
+    return n_files <= 2 or name.endswith(MAIN_CONFIGS)

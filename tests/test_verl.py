@@ -286,6 +286,41 @@ def test_steps_merge_and_resumes_open_attempts(tmp_path):
     assert list(wide["step"]) == [0, 1, 2, 3, 4] and list(wide["a"].fillna(-1)) == [-1, 1.0, 2.0, 33.0, 4.0]
 
 
+def test_a_numpy2_log_in_bulk_matches_the_grammar(tmp_path):
+    """Era F3 on every line (wrapped values, nan, True): the reader switches to bulk unwrapping
+    after the first such line; values still equal the line-by-line reading."""
+    lines = [f"\x1b[36m(TaskRunner pid=1)\x1b[0m step:{s} - actor/pg_loss:np.float64({-s / 7!r})"
+             f" - num_turns/max:np.int64({s}) - critic/score/mean:{s / 3!r} - flag:True"
+             + (" - gap:np.float64(nan) - top:inf" if s % 50 == 0 else "") + f" - timing_s/step:{s * 1.5}\n"
+             for s in range(1, 400)]
+    path = write(tmp_path / "f3.log", "".join(lines))
+    tail = VerlLogTail(path)
+    calls = []
+    one = tail._one
+    tail._one = lambda found, *a: (calls.append(found), one(found, *a))[1]
+    rows = tail.poll().rows
+    assert 7 < len(calls) < 20  # the first line and the nan/inf lines go one by one, the rest in bulk
+    got = tidy_map(rd.open_run(path))
+    assert got == ref_merged(ref_lines(path.read_bytes())) and len(rows) == 399
+    assert len(got) == 399 * 5 + 7 and got[(7, "actor/pg_loss")] == -1.0 and got[(399, "flag")] == 1.0
+    assert got[(50, "top")] == math.inf and (50, "gap") not in got
+
+
+def test_each_launch_of_an_appended_log_has_its_config(tmp_path):
+    def launch(name: str, steps) -> str:
+        return (f"(TaskRunner pid=1) {{'actor_rollout_ref': {{'model': {{'path': 'org/{name}'}}}},\n"
+                f"(TaskRunner pid=1)  'trainer': {{'experiment_name': '{name}', 'total_training_steps': 9}}}}\n"
+                + "".join(f"(TaskRunner pid=1) step:{s} - a:{s}.5\n" for s in steps))
+    path = write(tmp_path / "tee.log", launch("first", range(1, 6)) + launch("second", range(4, 10)))
+    run = rd.open_run(path)
+    assert run.attempts() == [1, 2]
+    assert run.config()["trainer"]["experiment_name"] == "second" and run.model() == "org/second"
+    assert run.configs(attempt=1)["config (from log)"]["trainer"]["experiment_name"] == "first"
+    assert run.configs(attempt=2) == run.configs() == {"config (from log)": run.config()}
+    ov = run.overview()
+    assert (ov.step, ov.max_steps, ov.attempts, ov.name) == (9, 9, 2, "second")
+
+
 # Incremental reading ------------------------------------------------------------------------------
 def test_refresh_reads_only_appended_bytes_and_holds_partial_lines(tmp_path, monkeypatch):
     path = write(tmp_path / "live.log", "step:1 - a:1.0\nnoise\nstep:2 - a:2.0\nstep:3 - a:3.", mtime=None)

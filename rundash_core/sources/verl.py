@@ -91,7 +91,10 @@ class _Head:
         fid = file_id(path)
         key = None if fid is None else (fid.dev, fid.ino, min(fid.size, 8 << 20))
         if key is None or key != self.key:
-            self.key, self.value = key, head_summary(path) if fid is not None else HeadSummary()
+            try:
+                self.key, self.value = key, head_summary(path) if fid is not None else HeadSummary()
+            except OSError:  # unreadable right now: the tail says why (problems)
+                self.key, self.value = None, HeadSummary()
         return self.value
 
 
@@ -270,7 +273,10 @@ class VerlRun(Run):
         log, plus (size, mtime); a parse already in the cache is used either way."""
         store = self.store() if full else self._cached_log_store()
         log = self.log_path()
-        summary = tail_summary(log) if log else TailSummary()
+        try:
+            summary = tail_summary(log) if log else TailSummary()
+        except OSError:  # unreadable right now: problems() says why
+            summary = TailSummary()
         if store is not None:
             tail = store.tail
             step = tail.last_step if isinstance(tail, VerlLogTail) else store.max_step()
