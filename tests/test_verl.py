@@ -157,11 +157,14 @@ def test_spot_values_from_the_notes():
     assert (eh[(0, "critic/kl")], eh[(0, "actor/lr(1e-4)")], eh[(0, "critic/lr(1e-4)")]) == (0.0, 0.01, 0.1)
     assert (eh[(9, "val/test_score/openai/gsm8k")], eh[(429, "val/test_score/openai/gsm8k")]) == (0.013, 0.543)
     assert eh[(434, "critic/score/mean")] == 0.707
+    val_steps = sorted(s for s, k in eh if k == "val/test_score/openai/gsm8k")
+    assert val_steps == [0, *range(9, 430, 10), 434]  # 43 from lines, plus the two pprints
     # era S1: the initial and final validation exist only as pprints (spec 7)
     assert eh[(0, "val/test_score/openai/gsm8k")] == 0.0007621951219512195
     assert eh[(434, "val/test_score/openai/gsm8k")] == 0.5685975609756098
     assert (sft[(0, "train/loss")], sft[(0, "train/lr(1e-3)")], sft[(58, "val/loss")]) == (0.046, 0.002, 0.411)
-    assert {k: v for (s, k), v in sft.items() if s == 29} == {"val/loss": 0.42, "train/loss": 0.01, "train/lr(1e-3)": 0.005}
+    assert {k: v for (s, k), v in sft.items() if s == 29} == {"val/loss": 0.42, "train/loss": 0.01,
+                                                              "train/lr(1e-3)": 0.005}
 
 
 def test_config_model_and_run_card(logs):

@@ -86,7 +86,8 @@ def build_log(path: str, megabytes: float, samples: list[bytes] | None = None) -
 
                 shifted = _STEP.sub(shift, data)
                 out.write(shifted)
-                written, lines, copies, offset = written + len(shifted), lines + shifted.count(b"\n"), copies + 1, top[0] + 1
+                written, lines = written + len(shifted), lines + shifted.count(b"\n")
+                copies, offset = copies + 1, top[0] + 1
     return Generated(path, written, lines, copies, time.perf_counter() - t)
 
 
@@ -159,7 +160,8 @@ def verify(path: str) -> dict:
     """rundash's merged (step, key) values against the baseline's; rundash may hold more: the
     era-S1 validation pprints (step 0 and the last step) the baseline does not read."""
     mine, theirs = merged(rundash_rows(path)), merged(baseline_rows(path))
-    off = sum(1 for k, v in theirs.items() if k not in mine or not (mine[k] == v or (math.isnan(v) and math.isnan(mine[k]))))
+    off = sum(1 for k, v in theirs.items()
+              if k not in mine or not (mine[k] == v or (math.isnan(v) and math.isnan(mine[k]))))
     extra = [k for k in mine if k not in theirs]
     from_pprint = sum(1 for _s, k in extra if k.startswith("val/test_score/"))
     return {"checked": len(theirs), "off": off, "extra": len(extra), "extra_from_pprint": from_pprint,
@@ -210,7 +212,8 @@ def build_report(gen: Generated, results: dict) -> tuple[str, dict]:
     checks = {"speedup": speedup, "rows_ok": bool(ver["ok"]),
               "refresh_ok": all(n == ref["expected"] for n in ref["all_added"])}
     check_rows = [
-        ["rundash parse / baseline", f"{speedup:.1f}×", f"≥ {TARGET_SPEEDUP:.0f}×", pass_miss(speedup >= TARGET_SPEEDUP)],
+        ["rundash parse / baseline", f"{speedup:.1f}×", f"≥ {TARGET_SPEEDUP:.0f}×",
+         pass_miss(speedup >= TARGET_SPEEDUP)],
         ["rundash values = baseline values", f"{ver['checked']:,} (step, key) cells checked, {ver['off']} off", "0 off",
          pass_miss(ver["off"] == 0)],
         ["rundash-only cells", f"{ver['extra']:,} ({ver['extra_from_pprint']:,} from era-S1 validation pprints)",

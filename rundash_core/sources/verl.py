@@ -215,10 +215,21 @@ class VerlRun(Run):
             prints = [first]
         return prints
 
-    def _config_at(self, log: str, offset: int) -> ConfigPrint | None:
+    @staticmethod
+    def _config_at(log: str, offset: int) -> ConfigPrint | None:
+        """The config print at `offset`; a readable one is cached (a print still being written,
+        or gone with a replaced file, is read again next time)."""
         fid = file_id(log)
         key = ("verl-config", os.path.realpath(log), fid and (fid.dev, fid.ino), offset)
-        return cache.shared.get_or_create(key, lambda: config_at(log, offset) or ConfigPrint(None, "gone"))
+        if key in cache.shared:
+            return cache.shared.get_or_create(key, lambda: None)
+        try:
+            found = config_at(log, offset)
+        except OSError:
+            return None
+        if found is not None and found.error is None:
+            cache.shared.get_or_create(key, lambda: found)
+        return found
 
     def _cached_log_store(self) -> MetricStore | None:
         log = self.log_path()
