@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 from rundash_core import cache
+from rundash_core.io import jsonl
 
 DATA = Path(__file__).parent / "data"
 NEW_NAME = "math-python+wiki-search--qwen3-4b--0b45f1ec"
@@ -161,6 +162,20 @@ def assert_tidy_matches(frame: pd.DataFrame, ref: Reference) -> None:
 
 
 # Fixtures -----------------------------------------------------------------------------------------
+@pytest.fixture
+def parsed(monkeypatch):
+    """Record every byte range handed to the JSONL parser."""
+    calls: list[bytes] = []
+    real = jsonl.parse_jsonl_bytes
+
+    def spy(buf, problems, **kw):
+        calls.append(bytes(buf))
+        return real(buf, problems, **kw)
+
+    monkeypatch.setattr(jsonl, "parse_jsonl_bytes", spy)
+    return calls
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """Parsed state lives in a process-wide cache; every test starts and ends without it."""

@@ -26,18 +26,6 @@ def ref_rows(data: bytes) -> list[dict]:
     return out
 
 
-@pytest.fixture
-def parsed(monkeypatch):
-    """Record every byte range handed to the parser."""
-    calls: list[bytes] = []
-    real = jsonl.parse_jsonl_bytes
-
-    def spy(buf, problems, **kw):
-        calls.append(bytes(buf))
-        return real(buf, problems, **kw)
-
-    monkeypatch.setattr(jsonl, "parse_jsonl_bytes", spy)
-    return calls
 
 
 def rows(n, start=0):

@@ -14,17 +14,6 @@ from rundash_core.metricstore import MetricStore
 from conftest import NEW_METRICS, NEW_RUN, assert_tidy_matches, reference_file, reference_metrics, write_lines
 
 
-@pytest.fixture
-def parsed(monkeypatch):
-    calls: list[bytes] = []
-    real = jsonl.parse_jsonl_bytes
-
-    def spy(buf, problems, **kw):
-        calls.append(bytes(buf))
-        return real(buf, problems, **kw)
-
-    monkeypatch.setattr(jsonl, "parse_jsonl_bytes", spy)
-    return calls
 
 
 def store_for(path) -> MetricStore:
