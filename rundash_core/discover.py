@@ -11,8 +11,11 @@ from collections import Counter
 
 import pandas as pd
 
-from .run import Run, RunError, path_run_id
+from . import cache
+from .io.verl_log import fingerprint, stat_memo
+from .run import Run, RunError, derive_status, path_run_id
 from .sources import find_runs
+from .sources.verl import VerlRun
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated",
            "model", "attempts", "flavor", "train_envs", "eval_envs", "error"]
@@ -22,7 +25,7 @@ def list_runs(dirs: list[str | os.PathLike]) -> tuple[list[Run], list[str]]:
     """Run objects under `dirs` with unique, stable ids, and the errors for unreadable dirs."""
     found: list[tuple[str, type[Run]]] = []
     errors: list[str] = []
-    seen: set[str] = set()
+    seen: set = set()
     for d in dirs:
         d = os.path.abspath(os.fspath(d))
         if not os.path.isdir(d):
@@ -30,7 +33,7 @@ def list_runs(dirs: list[str | os.PathLike]) -> tuple[list[Run], list[str]]:
             continue
         try:
             for path, cls in find_runs(d):
-                real = os.path.realpath(path)
+                real = _identity(path)
                 if real not in seen:
                     seen.add(real)
                     found.append((path, cls))
@@ -48,34 +51,79 @@ def list_runs(dirs: list[str | os.PathLike]) -> tuple[list[Run], list[str]]:
     return runs, errors
 
 
+def _identity(path: str):
+    """Which file or directory a path is: (dev, ino) from one (memoized) stat, else its realpath."""
+    fp = fingerprint(path)
+    if fp is not None:
+        return fp[:2]
+    try:
+        st = os.stat(path)
+        return st.st_dev, st.st_ino
+    except OSError:
+        return os.path.realpath(path)
+
+
 def discover(dirs: list[str | os.PathLike] | str | os.PathLike, *, now: float | None = None) -> pd.DataFrame:
-    """One row per run under `dirs`, newest first (see COLUMNS)."""
+    """One row per run under `dirs`, newest first (see COLUMNS).
+
+    Cheap by design: a verl log's row comes from one read of its ends, cached by its fingerprint
+    (an unchanged log costs one stat); the status is derived at each call from the cached
+    `updated`, so a run turns from running to stopped without a re-read. When no row changed,
+    the previous frame is returned again."""
     if isinstance(dirs, (str, os.PathLike)):
         dirs = [dirs]
-    runs, _errors = list_runs(list(dirs))
     now = time.time() if now is None else now
-    rows = []
-    for run in runs:
-        try:
-            ov = run.overview(full=False, now=now)
-            row = {k: getattr(ov, k) for k in COLUMNS if hasattr(ov, k)}
-            row["error"] = None
-        except Exception as e:  # a run that cannot be summarised still lists
-            row = {"run_id": run.run_id, "name": run.name, "kind": run.kind, "path": run.path,
-                   "status": "unknown", "attempts": 1, "error": f"{type(e).__name__}: {e}"}
-        rows.append(row)
+    with stat_memo():
+        runs, _errors = list_runs(list(dirs))
+        rows = [_row(run, now) for run in runs]
+        mtimes = [_mtime(run.path) for run in runs]
+    key = ("discover-frame", tuple(os.path.abspath(os.fspath(d)) for d in dirs))
+    sig = tuple((r["run_id"], r["path"], r["kind"], r["status"], id(r.get("_brief")) if r.get("_brief") else None,
+                 m) for r, m in zip(rows, mtimes))
+    last = cache.shared.get_or_create(key, lambda: None) if key in cache.shared else None
+    if last is not None and last[0] == sig and all(r.get("_brief") is not None for r in rows):
+        return last[1].copy()
+    frame = _frame(rows, mtimes)
+    cache.shared.discard(key)
+    if all(r.get("_brief") is not None for r in rows):  # only rows that are cached themselves
+        cache.shared.get_or_create(key, lambda: (sig, frame, [r["_brief"] for r in rows]))
+    return frame.copy()
+
+
+def _row(run: Run, now: float) -> dict:
+    try:
+        brief = run.brief() if isinstance(run, VerlRun) else None
+        if brief is not None:
+            status = derive_status(finished=brief.final, updated=brief.updated, step=brief.step,
+                                   max_steps=brief.max_steps, now=now)
+            return {"run_id": run.run_id, "name": brief.name, "kind": run.kind, "path": run.path, "status": status,
+                    "step": brief.step, "max_steps": brief.max_steps, "created": brief.started_utc,
+                    "updated": brief.updated_utc, "model": brief.model, "attempts": 1, "flavor": brief.flavor,
+                    "train_envs": [], "eval_envs": list(brief.eval_envs), "error": None, "_brief": brief}
+        ov = run.overview(full=False, now=now)
+        row = {k: getattr(ov, k) for k in COLUMNS if hasattr(ov, k)}
+        row["error"] = None
+    except Exception as e:  # a run that cannot be summarised still lists
+        row = {"run_id": run.run_id, "name": run.name, "kind": run.kind, "path": run.path,
+               "status": "unknown", "attempts": 1, "error": f"{type(e).__name__}: {e}"}
+    return row
+
+
+def _frame(rows: list[dict], mtimes: list[float]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=COLUMNS)
     for col in ("step", "max_steps"):
         frame[col] = frame[col].astype("Int64")
     frame["attempts"] = frame["attempts"].astype("int64")
     for col in ("created", "updated"):
         frame[col] = pd.to_datetime(frame[col], utc=True)
-    mtimes = [_mtime(p) for p in frame["path"]]
     frame = frame.assign(_m=mtimes).sort_values("_m", ascending=False, kind="stable").drop(columns="_m")
     return frame.reset_index(drop=True)
 
 
 def _mtime(path: str) -> float:
+    fp = fingerprint(path)  # a log: its stat is already memoized
+    if fp is not None:
+        return fp[4]
     try:
         return os.stat(path).st_mtime
     except OSError:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -178,3 +179,73 @@ def test_odd_entries_in_a_tracked_dir(tmp_path):
     os.mkfifo(root / "a-fifo")
     df = rd.discover([root])
     assert list(df["run_id"]) == [OLD_NAME]
+
+
+# Many verl logs: cheap cold, warm by fingerprint ------------------------------------------------------
+VERL_LOG = Path(__file__).parent / "data" / "verl" / "dq_math.log"
+
+
+def _logs(folder, n, t=1_800_000_000.0):
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        p = folder / f"run-{i}.log"
+        shutil.copyfile(VERL_LOG, p)
+        os.utime(p, (t, t))
+        paths.append(p)
+    return paths
+
+
+def _no_reads(monkeypatch):
+    from rundash_core.io import verl_text
+    from rundash_core.sources import verl
+
+    def fail(*a, **k):
+        raise AssertionError("discover read a log")
+
+    monkeypatch.setattr(verl, "read_ends", fail)
+    monkeypatch.setattr(verl_text, "read_range", fail)
+    monkeypatch.setattr(verl_text, "read_tail", fail)
+
+
+def test_warm_discover_reads_no_log(tmp_path, monkeypatch):
+    _logs(tmp_path / "out", 5)
+    first = rd.discover([tmp_path / "out"], now=1_800_000_030.0)
+    assert list(first["step"]) == [210] * 5 and first["error"].isna().all()
+    _no_reads(monkeypatch)
+    again = rd.discover([tmp_path / "out"], now=1_800_000_030.0)
+    pd.testing.assert_frame_equal(first, again)
+
+
+def test_appended_log_is_read_again(tmp_path):
+    (path,) = _logs(tmp_path / "out", 1)
+    t = 1_800_000_000.0
+    before = rd.discover([tmp_path / "out"], now=t + 7200).iloc[0]
+    with open(path, "ab") as fh:
+        fh.write(b"(TaskRunner pid=1) step:211 - actor/pg_loss:0.5\n")
+    os.utime(path, (t + 100, t + 100))
+    after = rd.discover([tmp_path / "out"], now=t + 7200).iloc[0]
+    assert (before["step"], after["step"]) == (210, 211)
+    assert after["updated"] == pd.Timestamp(t + 100, unit="s", tz="UTC") != before["updated"]
+
+
+def test_status_turns_stopped_with_now_without_reading(tmp_path, monkeypatch):
+    (path,) = _logs(tmp_path / "out", 1)
+    path.write_bytes(VERL_LOG.read_bytes().split(b"Final validation metrics")[0].rsplit(b"\n", 3)[0] + b"\n")
+    t = 1_800_000_000.0
+    os.utime(path, (t, t))
+    assert rd.discover([tmp_path / "out"], now=t + 30).at[0, "status"] == "running"
+    _no_reads(monkeypatch)
+    assert rd.discover([tmp_path / "out"], now=t + 3600).at[0, "status"] == "stopped"
+    assert rd.discover([tmp_path / "out"], now=t + 60).at[0, "status"] == "running"
+
+
+def test_same_stem_in_many_dirs_gets_unique_ids(tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "x" / "outputs", tmp_path / "y" / "outputs"]
+    for d in dirs:
+        d.mkdir(parents=True)
+        shutil.copyfile(VERL_LOG, d / "train.log")
+    df = rd.discover(dirs)
+    assert len(df) == 4 and df["run_id"].is_unique
+    assert {"a:train", "b:train"} <= set(df["run_id"])
+    assert sorted(df["path"]) == sorted(str(d / "train.log") for d in dirs)

@@ -122,10 +122,11 @@ class HeadSummary:
     file_logger: str | None = None
 
 
-def head_summary(path: str) -> HeadSummary:
+def head_summary(path: str, head: bytes | None = None) -> HeadSummary:
     """From the first lines of a log (config print, SFT step count, tqdm total, start time): the
-    first MiB, or up to 8 MiB when the config print is not in it (or runs past it)."""
-    data = read_range(path, 0, 1 << 20)
+    first MiB, or up to 8 MiB when the config print is not in it (or runs past it). `head`: the
+    file's first bytes when already read (used when it holds the first MiB or the whole file)."""
+    data = head[: 1 << 20] if head is not None else read_range(path, 0, 1 << 20)
     config = config_print(data[: data.rfind(b"\n") + 1])
     if len(data) == 1 << 20 and (config is None or config.value is None):
         data = read_range(path, 0, HEAD_BYTES)
@@ -153,12 +154,16 @@ class TailSummary:
     keys: list[str] = field(default_factory=list)  # of the metric lines in the window
 
 
-def tail_summary(path: str) -> TailSummary:
+def tail_summary(path: str, tail: tuple[bytes, int] | None = None) -> TailSummary:
     """From the last 64 KiB of a log (1 MiB when that holds no metric line): the last step, the
-    last tqdm total, whether the final validation was printed."""
+    last tqdm total, whether the final validation was printed. `tail`: (the file's last bytes,
+    their offset) when already read; used where it covers the window."""
     out = TailSummary()
     for nbytes in TAIL_BYTES:
-        data, start = read_tail(path, nbytes)
+        if tail is not None and (len(tail[0]) >= nbytes or tail[1] == 0):
+            data, start = tail[0][-nbytes:], tail[1] + max(len(tail[0]) - nbytes, 0)
+        else:
+            data, start = read_tail(path, nbytes)
         if start:
             data = data[data.find(b"\n") + 1:]  # the first line is cut
         data = data[: data.rfind(b"\n") + 1]  # a partial last line is not read yet

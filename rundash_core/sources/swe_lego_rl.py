@@ -35,10 +35,10 @@ import pandas as pd
 
 from .. import cache
 from ..io.bytetail import ByteTail
-from ..io.files import read_tail
+from ..io.verl_log import fingerprint
 from ..run import Problem
 from . import harbor
-from .verl import VerlRun, is_log_name, stem
+from .verl import VerlRun, is_log_name, log_digest, stem
 
 KIND = "swe-lego-rl"
 PROBE_BYTES = 256 << 10  # detection reads at most this much of the head and of the tail
@@ -59,17 +59,12 @@ def is_run_file(path: str) -> bool:
     """A console log (named as verl's) with linked trial dirs: the sibling
     `harbor_trials/*/<exp>` folder, or `harbor_trials/.../step_N` paths in the first or last
     256 KiB. No full parse."""
-    if not is_log_name(os.path.basename(path)) or not os.path.isfile(path):
+    if not is_log_name(os.path.basename(path)) or fingerprint(path) is None:
         return False
     if harbor.sibling_exp_dirs(path, stem(path)):
         return True
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(PROBE_BYTES)
-        tail = read_tail(path, PROBE_BYTES)[0] if len(head) == PROBE_BYTES else b""
-    except OSError:
-        return False
-    return bool(harbor.named_exp_dirs(head) or harbor.named_exp_dirs(tail))
+    digest = log_digest(path)  # one read of the log's ends, shared with discovery, cached by fingerprint
+    return digest is not None and digest.names_trials
 
 
 def find_runs(entries: list[os.DirEntry]) -> list[str]:

@@ -15,19 +15,23 @@ from __future__ import annotations
 import os
 import re
 import time
+import dataclasses
+from dataclasses import dataclass
 
 import pandas as pd
 
 from .. import cache
 from ..io.files import file_id, mtime, read_range
-from ..io.verl_log import FileLoggerTail, VerlLogTail
+from ..io.verl_log import FileLoggerTail, VerlLogTail, fingerprint, read_ends
 from ..io.verl_text import ConfigPrint, HeadSummary, TailSummary, config_at, head_summary, tail_summary
 from ..metricstore import MetricStore, empty_tidy
 from ..run import Overview, Problem, Run, derive_status, utc
+from . import harbor
 
 KIND = "verl"
 LOG_SUFFIXES = (".log", ".out")
 SKIP_SUFFIXES = ("_vllm.log", "_train_gpu_wandb.log", "_server.out")
+_STORED: set[str] = set()  # logs a metric store was made for (discovery then asks the cache)
 _HF_CACHE = re.compile(r"models--([^/]+)--([^/]+)")
 _VAL_SOURCE = re.compile(r"^val-(?:core|aux)/(.+)/[^/]+/(?:mean|std)@\d+$|^val-core/(.+)/[^/]+/(?:best|maj)@\d+/mean$"
                          r"|^val/test_score/(.+)$")
@@ -116,6 +120,80 @@ def _get(obj, *keys):
     return obj
 
 
+@dataclass(frozen=True)
+class Digest:
+    """What discovery needs from one version of a log, from one read of its ends: whether its
+    first or last 256 KiB name Harbor trial dirs (SWE-Lego-RL), the head and tail summaries."""
+
+    names_trials: bool
+    head: HeadSummary
+    tail: TailSummary
+
+
+def log_digest(path: str) -> Digest | None:
+    """The digest of a log as it is now, cached by (dev, ino, size, mtime_ns): an unchanged log
+    costs one stat. None when the path is not a readable regular file."""
+    fp = fingerprint(path)
+    if fp is None:
+        return None
+    key = ("verl-digest", path)
+    if key in cache.shared:
+        have = cache.shared.get_or_create(key, lambda: None)
+        if have is not None and have[0] == fp:
+            return have[1]
+        cache.shared.discard(key)
+    try:
+        ends = read_ends(path)
+    except OSError:
+        return None
+    probe = 256 << 10
+    named = bool(harbor.named_exp_dirs(ends.head[:probe]) or harbor.named_exp_dirs(ends.tail[-probe:]))
+    head = head_summary(path, ends.head if len(ends.head) >= 1 << 20 or ends.size <= len(ends.head) else None)
+    digest = Digest(named, head, tail_summary(path, (ends.tail, ends.tail_start)))
+    return cache.shared.get_or_create(key, lambda: (fp, digest))[1]
+
+
+@dataclass(frozen=True)
+class Brief:
+    """A run's row in the runs list, without its status (that depends on the time of the call)."""
+
+    name: str
+    step: int | None
+    max_steps: int | None
+    final: bool
+    started: float | None
+    updated: float | None
+    model: str | None
+    flavor: str
+    eval_envs: tuple[str, ...]
+    started_utc: pd.Timestamp | None = None
+    updated_utc: pd.Timestamp | None = None
+
+
+def _max_steps(cfg: dict, head: HeadSummary, progress_total: int | None) -> int | None:
+    total = _get(cfg, "trainer", "total_training_steps")
+    if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+        return total
+    return progress_total or head.progress_total or head.sft_total
+
+
+def _model(cfg: dict) -> str | None:
+    for keys in (("actor_rollout_ref", "model", "path"), ("model", "partial_pretrain"), ("model", "path"),
+                 ("critic", "model", "path")):
+        if (name := model_name(_get(cfg, *keys))) is not None:
+            return name
+    return None
+
+
+def _flavor(cfg: dict) -> str:
+    return "sft" if cfg and "actor_rollout_ref" not in cfg and ("optim" in cfg or "data" in cfg) else "rl"
+
+
+def _experiment(cfg: dict) -> str | None:
+    name = _get(cfg, "trainer", "experiment_name")
+    return name if isinstance(name, str) else None
+
+
 class VerlRun(Run):
     kind = KIND
 
@@ -175,6 +253,7 @@ class VerlRun(Run):
 
     @staticmethod
     def _store(path: str, tail_class) -> MetricStore:
+        _STORED.add(path)
         store = cache.shared.get_or_create(
             (f"metrics-{tail_class.__name__}", os.path.realpath(path)),
             lambda: MetricStore(path, tail=tail_class(path), default_producer="trainer", infer_producer=False))
@@ -249,32 +328,50 @@ class VerlRun(Run):
         return {"config (from log)": chosen.value}
 
     def experiment_name(self) -> str | None:
-        name = _get(self.config(), "trainer", "experiment_name")
-        return name if isinstance(name, str) else None
+        return _experiment(self.config())
 
     def flavor(self) -> str:
-        cfg = self.config()
-        if cfg and "actor_rollout_ref" not in cfg and ("optim" in cfg or "data" in cfg):
-            return "sft"
-        return "rl"
+        return _flavor(self.config())
 
     def max_steps(self, progress_total: int | None = None) -> int | None:
         """trainer.total_training_steps, else the tqdm total, else the SFT trainer's step count."""
-        total = _get(self.config(), "trainer", "total_training_steps")
-        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
-            return total
-        head = self.head()
-        return progress_total or head.progress_total or head.sft_total
+        return _max_steps(self.config(), self.head(), progress_total)
 
     def model(self) -> str | None:
-        cfg = self.config()
-        for keys in (("actor_rollout_ref", "model", "path"), ("model", "partial_pretrain"), ("model", "path"),
-                     ("critic", "model", "path")):
-            if (name := model_name(_get(cfg, *keys))) is not None:
-                return name
-        return None
+        return _model(self.config())
 
     # Overview ------------------------------------------------------------------------------------
+    def brief(self) -> Brief | None:
+        """The runs-list row from the log's ends (`log_digest`), cached by the fingerprints of the
+        files it depends on (the log, a file-logger JSONL): an unchanged run costs a stat per
+        file. None when a parse of the log is in the cache (`overview(full=False)` uses it) or
+        the run has no log of its own."""
+        log = self.log_path()
+        if log is None or (log in _STORED and self._cached_log_store() is not None):
+            return None
+        digest = log_digest(log)
+        if digest is None:
+            return None
+        printed = digest.head.file_logger
+        sidecars = [os.path.splitext(log)[0] + ".jsonl"]
+        if printed:
+            sidecars.append(os.path.join(os.path.dirname(log), os.path.expanduser(printed)))
+        deps = (fingerprint(log), *(fingerprint(p) for p in sidecars))
+        key = ("verl-brief", log)
+        have = cache.shared.get_or_create(key, lambda: None) if key in cache.shared else None
+        if have is not None and have[0] == deps:
+            return have[1]
+        cache.shared.discard(key)
+        cfg = digest.head.config.value if digest.head.config is not None and digest.head.config.value else {}
+        tail = digest.tail
+        brief = Brief(name=_experiment(cfg) or self.name, step=tail.last_step,
+                      max_steps=_max_steps(cfg, digest.head, tail.progress_total), final=tail.final_validation,
+                      started=digest.head.started, updated=_updated(log, sidecars, deps), model=_model(cfg),
+                      flavor=_flavor(cfg),
+                      eval_envs=tuple(_val_sources(tail.keys)), started_utc=utc(digest.head.started))
+        brief = dataclasses.replace(brief, updated_utc=utc(brief.updated))
+        return cache.shared.get_or_create(key, lambda: (deps, brief))[1]
+
     def updated(self) -> float | None:
         times = [t for p in (self.log_path(), self.file_logger_path()) if p and (t := mtime(p)) is not None]
         return max(times) if times else None
@@ -332,6 +429,20 @@ class VerlRun(Run):
             if p.error:
                 out.append(Problem(log, p.error))
         return out
+
+
+def _updated(log: str, sidecars: list[str], fps: tuple) -> float | None:
+    """`VerlRun.updated()` from fingerprints: the log's mtime and the file-logger JSONL's (the
+    first sidecar that is one, as `file_logger_path` picks it)."""
+    times = [fps[0][4]] if fps[0] else []
+    for path, fp in zip(sidecars, fps[1:]):
+        try:
+            if fp is not None and is_file_logger(path):
+                times.append(fp[4])
+                break
+        except OSError:
+            continue
+    return max(times) if times else None
 
 
 def _val_sources(keys) -> list[str]:
