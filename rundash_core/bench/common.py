@@ -48,6 +48,23 @@ def run_one(bench: str, contender: str, kwargs: dict, *, in_process: bool = Fals
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def best_of(bench: str, contenders: tuple[str, ...], kwargs: dict, *, repeat: int,
+            in_process: bool = False) -> dict[str, dict]:
+    """Each contender `repeat` times, interleaved so background load hits all alike; the fastest
+    run of each counts (with every run's seconds kept as `all_seconds`)."""
+    runs: dict[str, list[dict]] = {}
+    for r in range(max(repeat, 1)):
+        for contender in contenders:
+            print(f"measuring {contender} ({r + 1}/{max(repeat, 1)}) …", flush=True)
+            runs.setdefault(contender, []).append(run_one(bench, contender, kwargs, in_process=in_process))
+    out = {}
+    for contender, measured in runs.items():
+        best = dict(min(measured, key=lambda x: x["seconds"]))
+        best["all_seconds"] = [x["seconds"] for x in measured]
+        out[contender] = best
+    return out
+
+
 def format_table(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
     """A markdown table with aligned columns; columns in `right` are right-aligned."""
     right = right or set()

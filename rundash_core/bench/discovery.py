@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 
-from .common import format_table, mb, pass_miss, run_one, secs
+from .common import best_of, format_table, mb, pass_miss, run_one, secs
 from .verl import _STEP, sample_dir, sample_logs
 
 COLD_VS_FLOOR = 20.0  # cold discover at most 20× the bare listing
@@ -242,17 +242,8 @@ def cmd_discovery(args) -> int:
         print(f"building {args.logs} verl logs of ~{args.mb:g} MB from the sample logs in {sample_dir()} …", flush=True)
         gen = build_logs(folder, args.logs, args.mb, now=now)
         print(f"built {gen.bytes / 1e6:,.0f} MB in {gen.seconds:.1f} s", flush=True)
-        samples: dict[str, list[dict]] = {}
-        for r in range(max(args.repeat, 1)):
-            for contender in ("floor", "cold", "warm", "scan"):
-                print(f"measuring {contender} ({r + 1}/{max(args.repeat, 1)}) …", flush=True)
-                samples.setdefault(contender, []).append(
-                    run_one("discovery", contender, {"folder": folder, "now": now}, in_process=args.in_process))
-        results: dict = {}
-        for contender, runs in samples.items():
-            best = dict(min(runs, key=lambda x: x["seconds"]))
-            best["all_seconds"] = [x["seconds"] for x in runs]
-            results[contender] = best
+        results: dict = best_of("discovery", ("floor", "cold", "warm", "scan"), {"folder": folder, "now": now},
+                                repeat=args.repeat, in_process=args.in_process)
         print("checking discover's step and status against full parses …", flush=True)
         results["verify"] = run_one("discovery", "verify", {"folder": folder, "now": now, "sample": args.sample},
                                     in_process=args.in_process)

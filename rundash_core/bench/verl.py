@@ -29,7 +29,7 @@ import rundash_core as rd
 from rundash_core import cache
 from rundash_core.io.verl_log import VerlLogTail
 
-from .common import format_table, mb, pass_miss, run_one, secs
+from .common import best_of, format_table, mb, pass_miss, run_one, secs
 
 TARGET_SPEEDUP = 5.0
 SAMPLE_NAMES = ("dq_math.log", "eh_Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log", "eh_gemma-2-2b-it-sft-0.411.log",
@@ -252,17 +252,8 @@ def cmd_verl(args) -> int:
         gen = build_log(path, args.mb)
         print(f"built {gen.bytes / 1e6:,.1f} MB ({gen.lines:,} lines) in {gen.seconds:.1f} s", flush=True)
         load0 = os.getloadavg()[0]
-        samples: dict[str, list[dict]] = {}
-        for r in range(max(args.repeat, 1)):  # interleaved, so background load hits all alike
-            for contender in ("rundash", "baseline", "floor", "cold"):
-                print(f"measuring {contender} ({r + 1}/{max(args.repeat, 1)}) …", flush=True)
-                samples.setdefault(contender, []).append(
-                    run_one("verl", contender, {"path": path}, in_process=args.in_process))
-        results: dict = {}
-        for contender, runs in samples.items():
-            best = dict(min(runs, key=lambda x: x["seconds"]))
-            best["all_seconds"] = [x["seconds"] for x in runs]
-            results[contender] = best
+        results: dict = best_of("verl", ("rundash", "baseline", "floor", "cold"), {"path": path},
+                                repeat=args.repeat, in_process=args.in_process)
         print("verifying rundash's values against the baseline's …", flush=True)
         results["verify"] = run_one("verl", "verify", {"path": path}, in_process=args.in_process)
         print("measuring a refresh after appending lines …", flush=True)
