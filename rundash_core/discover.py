@@ -12,7 +12,7 @@ from collections import Counter
 import pandas as pd
 
 from . import cache
-from .io.verl_log import fingerprint, stat_memo
+from .io.verl_ends import fingerprint, stat_memo
 from .run import Run, RunError, derive_status, path_run_id
 from .sources import find_runs
 from .sources.verl import VerlRun

@@ -16,10 +16,12 @@ import itertools
 import operator
 import re
 import threading
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from . import cache
 from .io.jsonl import JsonlTail
 from .metricblock import Block, TidyLog
 
@@ -321,3 +323,12 @@ def _rows_written_twice(placed: list, rows_before: int) -> np.ndarray:
 def empty_tidy() -> pd.DataFrame:
     """The tidy metrics frame of a run with no metric rows (same columns and dtypes)."""
     return TidyLog().frame()
+
+
+def shared_store(key, factory: Callable[[], MetricStore]) -> MetricStore:
+    """The store kept under `key` in the process-wide cache (made by `factory` the first time),
+    refreshed; when it grew, the cache evicts to stay within its bound."""
+    store = cache.shared.get_or_create(key, factory)
+    if store.refresh():
+        cache.shared.evict()
+    return store

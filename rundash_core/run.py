@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .metricstore import MetricStore, empty_tidy
+
 KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
 STATUSES = ("running", "completed", "stopped", "unknown")
 RUNNING_WINDOW_S = 180.0
@@ -110,9 +112,15 @@ class Run:
         return f"<{type(self).__name__} {self.kind} {self.name!r} at {self.path}>"
 
     # Frames -----------------------------------------------------------------------------------
+    def store(self) -> MetricStore | None:
+        """The `MetricStore` the metrics come from, refreshed; None when the run has none (yet).
+        Sources that derive their metrics another way override `metrics()` instead."""
+        return None
+
     def metrics(self) -> pd.DataFrame:
         """Tidy metrics: step (Int64), time (float64), metric (str), value (float64), producer."""
-        raise NotImplementedError
+        store = self.store()
+        return store.tidy() if store is not None else empty_tidy()
 
     def metrics_wide(self, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:
         """One row per (producer, step), one column per metric; time-keyed rows are left out."""

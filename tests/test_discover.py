@@ -198,12 +198,12 @@ def _logs(folder, n, t=1_800_000_000.0):
 
 def _no_reads(monkeypatch):
     from rundash_core.io import verl_text
-    from rundash_core.sources import verl
+    from rundash_core.sources import verl_summary
 
     def fail(*a, **k):
         raise AssertionError("discover read a log")
 
-    monkeypatch.setattr(verl, "read_ends", fail)
+    monkeypatch.setattr(verl_summary, "read_ends", fail)
     monkeypatch.setattr(verl_text, "read_range", fail)
     monkeypatch.setattr(verl_text, "read_tail", fail)
 

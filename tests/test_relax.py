@@ -21,7 +21,7 @@ import rundash_core as rd
 from conftest import DATA, NEW_RUN, OLD_RUN, copy_run, parse_row_bytes, set_all_mtimes, snapshot, write_lines
 from rundash_core import cache
 from rundash_core.metricblock import TidyLog
-from rundash_core.sources import relax
+from rundash_core.sources import relax, relax_file
 
 RELAX_NAME = "relax-run"
 RELAX_RUN = DATA / "relax" / RELAX_NAME
@@ -389,7 +389,7 @@ def test_lines_split_across_read_chunks(save, monkeypatch):
     whole = rd.open_run(save)
     want_problems, want_samples = whole.problems(), whole.samples()
     cache.shared.clear()
-    monkeypatch.setattr(relax, "CHUNK_BYTES", 97)  # far shorter than a line
+    monkeypatch.setattr(relax_file, "CHUNK_BYTES", 97)  # far shorter than a line
     run = rd.open_run(save)
     assert_metrics_match(run, save)
     assert run.problems() == want_problems
@@ -455,7 +455,7 @@ def test_unreadable_file(save, monkeypatch):
             raise PermissionError(13, "Permission denied", str(p))
         return open(p, *args, **kw)
 
-    monkeypatch.setattr(relax, "open", refuse, raising=False)  # as if chmod 000 (tests may run as root)
+    monkeypatch.setattr(relax_file, "open", refuse, raising=False)  # as if chmod 000 (tests may run as root)
     run = rd.open_run(save)
     assert 3 not in set(run.metrics_wide()["step"])  # no metrics, rather than a step of zero samples
     assert problems_of(run)[("train/3.jsonl", "cannot be read (permission denied)")] == (1, None)

@@ -97,7 +97,7 @@ def build_logs(folder: str, count: int = 600, megabytes: float = 1.0, now: float
 
 
 def log_paths(folder: str) -> list[str]:
-    from rundash_core.sources.verl import is_log_name
+    from rundash_core.sources.verl_summary import is_log_name
 
     return sorted(os.path.join(folder, n) for n in os.listdir(folder) if is_log_name(n))
 

@@ -21,8 +21,8 @@ the demo folder.
 
 Modules: `specs` (envs, run shape), `curves` (seeded values per step), `metric_rows`, `logs`,
 `traces` (the file formats), `rl_configs`, `run_files`, `rl_run`, `sft_run`, `verl_console` (verl's
-console formatting), `verl_run`, `lego_run`, `relax_run`, `runs` (writing the runs), `folder`
-(where the demo lives), `live` (the live writer thread).
+console formatting), `verl_run`, `lego_run` (with `lego_trials`, `lego_log`), `relax_run`, `runs`
+(writing the runs), `folder` (where the demo lives), `live` (the live writer thread).
 """
 from __future__ import annotations
 

@@ -13,10 +13,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import cache
 from ..io.configs import load_config_file
 from ..io.files import mtime, read_range, read_tail
-from ..metricstore import MetricStore, empty_tidy
+from ..metricstore import MetricStore, shared_store
 from ..run import Overview, Problem, Run, derive_status, utc
 
 MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
@@ -159,16 +158,8 @@ class PrimeRLRun(Run):
             return None
         flavor = self.flavor()
         default = "trainer" if flavor != "eval" else "eval"
-        store = cache.shared.get_or_create(
-            ("metrics", os.path.realpath(path)),
-            lambda: MetricStore(path, default_producer=default, infer_producer=flavor == "rl"))
-        if store.refresh():
-            cache.shared.evict()  # it grew: keep the cache within its bound
-        return store
-
-    def metrics(self) -> pd.DataFrame:
-        store = self.store()
-        return store.tidy() if store is not None else empty_tidy()
+        return shared_store(("metrics", os.path.realpath(path)),
+                            lambda: MetricStore(path, default_producer=default, infer_producer=flavor == "rl"))
 
     def metrics_wide(self, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:
         store = self.store()

@@ -35,10 +35,11 @@ import pandas as pd
 
 from .. import cache
 from ..io.bytetail import ByteTail
-from ..io.verl_log import fingerprint
+from ..io.verl_ends import fingerprint
 from ..run import Problem
 from . import harbor
-from .verl import VerlRun, is_log_name, log_digest, stem
+from .verl import VerlRun
+from .verl_summary import is_log_name, log_digest, stem
 
 KIND = "swe-lego-rl"
 PROBE_BYTES = 256 << 10  # detection reads at most this much of the head and of the tail
