@@ -73,21 +73,53 @@ def discover(dirs: list[str | os.PathLike] | str | os.PathLike, *, now: float | 
     if isinstance(dirs, (str, os.PathLike)):
         dirs = [dirs]
     now = time.time() if now is None else now
+    key = ("discover-frame", tuple(os.path.abspath(os.fspath(d)) for d in dirs))
+    folders = _folders_sig(key[1])
+    last = cache.shared.get_or_create(key, lambda: None) if key in cache.shared else None
+    if last is not None and folders is not None and last[3] == folders:
+        return _again(last, now)  # no entry changed: the same rows, statuses derived at `now`
     with stat_memo():
         runs, _errors = list_runs(list(dirs))
         rows = [_row(run, now) for run in runs]
         mtimes = [_mtime(run.path) for run in runs]
-    key = ("discover-frame", tuple(os.path.abspath(os.fspath(d)) for d in dirs))
-    sig = tuple((r["run_id"], r["path"], r["kind"], r["status"], id(r.get("_brief")) if r.get("_brief") else None,
-                 m) for r, m in zip(rows, mtimes))
-    last = cache.shared.get_or_create(key, lambda: None) if key in cache.shared else None
-    if last is not None and last[0] == sig and all(r.get("_brief") is not None for r in rows):
-        return last[1].copy()
     frame = _frame(rows, mtimes)
     cache.shared.discard(key)
     if all(r.get("_brief") is not None for r in rows):  # only rows that are cached themselves
-        cache.shared.get_or_create(key, lambda: (sig, frame, [r["_brief"] for r in rows]))
+        order = sorted(range(len(rows)), key=lambda i: -mtimes[i])  # the frame's (stable) order
+        briefs = [rows[i]["_brief"] for i in order]
+        cache.shared.get_or_create(key, lambda: (None, frame, briefs, folders))
     return frame.copy()
+
+
+def _entries_sig(folder: str) -> tuple:
+    out = []
+    with os.scandir(folder) as it:
+        for e in it:
+            st = e.stat()
+            out.append((e.name, st.st_size, st.st_mtime_ns))
+            if e.name == "logs" and e.is_dir():
+                out.append(_entries_sig(e.path))
+    out.sort(key=repr)
+    return tuple(out)
+
+
+def _folders_sig(dirs: tuple) -> tuple | None:
+    """(folder mtime_ns, its entries' (name, size, mtime_ns), the `logs/` subfolder's) per tracked
+    dir; None when one cannot be listed (then discovery runs in full)."""
+    try:
+        return tuple((os.stat(d).st_mtime_ns, _entries_sig(d)) for d in dirs)
+    except OSError:
+        return None
+
+
+def _again(last: tuple, now: float) -> pd.DataFrame:
+    _sig, frame, briefs, _folders = last
+    status = [derive_status(finished=b.final, updated=b.updated, step=b.step, max_steps=b.max_steps, now=now)
+              for b in briefs]
+    frame = frame.copy()
+    if list(frame["status"]) != status:
+        frame["status"] = status
+    return frame
 
 
 def _row(run: Run, now: float) -> dict:

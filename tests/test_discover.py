@@ -249,3 +249,34 @@ def test_same_stem_in_many_dirs_gets_unique_ids(tmp_path):
     assert len(df) == 4 and df["run_id"].is_unique
     assert {"a:train", "b:train"} <= set(df["run_id"])
     assert sorted(df["path"]) == sorted(str(d / "train.log") for d in dirs)
+
+
+@pytest.mark.parametrize("folder", ["verl", "lego"])
+def test_discover_row_matches_full_parse_on_sample_logs(tmp_path, folder):
+    data = Path(__file__).parent / "data" / folder
+    shutil.copytree(data, tmp_path / folder)
+    tracked = [tmp_path / folder / "logs"] if folder == "lego" else [tmp_path / folder]
+    now = 2e9
+    df = rd.discover(tracked, now=now)
+    logs = [p for p in df["path"] if p.endswith((".log", ".out"))]
+    assert logs
+    for path in logs:
+        row = df.set_index("path").loc[path]
+        ov = rd.open_run(path).overview(full=True, now=now)
+        got = tuple(None if pd.isna(v) else v for v in (row["model"], row["max_steps"], row["step"], row["status"]))
+        assert got == (ov.model, ov.max_steps, ov.step, ov.status), path
+        assert row["model"] is not None and row["step"] is not None
+
+
+def test_warm_discover_reuses_rows_until_an_entry_changes(tmp_path, monkeypatch):
+    data = Path(__file__).parent / "data" / "verl"
+    shutil.copy(data / "eh_gemma-2-2b-it-sft-0.411.log", tmp_path / "a.log")
+    first = rd.discover([tmp_path], now=2e9)
+    import importlib
+    disc = importlib.import_module("rundash_core.discover")
+    calls = []
+    monkeypatch.setattr(disc, "list_runs", lambda dirs: calls.append(dirs) or ([], []))
+    again = rd.discover([tmp_path], now=2e9)
+    assert calls == [] and again.equals(first)
+    os.utime(tmp_path / "a.log", (1e9, 1e9))
+    assert rd.discover([tmp_path], now=2e9).empty and len(calls) == 1

@@ -26,7 +26,7 @@ from ..io.verl_text import ConfigPrint, HeadSummary, TailSummary, config_at, tai
 from ..metricstore import MetricStore, shared_store
 from ..run import Overview, Problem, Run, derive_status, utc
 from .verl_summary import (LOG_SUFFIXES, Brief, HeadCache, config_experiment, config_flavor, config_max_steps,
-                           config_model, is_file_logger, log_digest, stem, updated_from, val_sources)
+                           config_model, digest_max_steps, digest_model, is_file_logger, log_digest, stem, updated_from, val_sources)
 from .verl_summary import SKIP_SUFFIXES, Digest, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
 
 KIND = "verl"
@@ -184,7 +184,7 @@ class VerlRun(Run):
         digest = log_digest(log)
         if digest is None:
             return None
-        printed = digest.head.file_logger
+        printed = digest.file_logger
         sidecars = [os.path.splitext(log)[0] + ".jsonl"]
         if printed:
             sidecars.append(os.path.join(os.path.dirname(log), os.path.expanduser(printed)))
@@ -194,13 +194,12 @@ class VerlRun(Run):
         if have is not None and have[0] == deps:
             return have[1]
         cache.shared.discard(key)
-        cfg = digest.head.config.value if digest.head.config is not None and digest.head.config.value else {}
         tail = digest.tail
-        brief = Brief(name=config_experiment(cfg) or self.name, step=tail.last_step,
-                      max_steps=config_max_steps(cfg, digest.head, tail.progress_total), final=tail.final_validation,
-                      started=digest.head.started, updated=updated_from(log, sidecars, deps), model=config_model(cfg),
-                      flavor=config_flavor(cfg),
-                      eval_envs=tuple(val_sources(tail.keys)), started_utc=utc(digest.head.started))
+        brief = Brief(name=digest.head.experiment or self.name, step=tail.last_step,
+                      max_steps=digest_max_steps(digest), final=tail.final_validation,
+                      started=digest.started, updated=updated_from(log, sidecars, deps), model=digest_model(digest),
+                      flavor=digest.head.flavor, eval_envs=tuple(val_sources(tail.keys)),
+                      started_utc=utc(digest.started))
         brief = dataclasses.replace(brief, updated_utc=utc(brief.updated))
         return cache.shared.get_or_create(key, lambda: (deps, brief))[1]
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
 
 import pandas as pd
 
 from .. import cache
 from ..io.files import file_id, read_range
-from ..io.verl_ends import fingerprint, read_ends
-from ..io.verl_text import HeadSummary, TailSummary, head_summary, tail_summary
+from ..io.verl_ends import PROBE_BYTES, QuickHead, QuickTail, fingerprint, quick_head, quick_tail, read_ends
+from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
+from ..io.verl_text import _FILE_LOGGER, _TIMESTAMP, HeadSummary, head_summary
 from . import harbor
 
 LOG_SUFFIXES = (".log", ".out")
@@ -108,12 +110,22 @@ def _get(obj, *keys):
 
 @dataclass(frozen=True)
 class Digest:
-    """What discovery needs from one version of a log, from one read of its ends: whether its
-    first or last 256 KiB name Harbor trial dirs (SWE-Lego-RL), the head and tail summaries."""
+    """What discovery needs from one version of a log, from one read of each end (256 KiB):
+    whether they name Harbor trial dirs (SWE-Lego-RL), the config fields the runs list shows
+    (targeted byte searches of the head) and the tail's last step and markers."""
 
     names_trials: bool
-    head: HeadSummary
-    tail: TailSummary
+    head: QuickHead
+    tail: QuickTail
+    started: float | None = None
+    file_logger: str | None = None
+    head_progress: int | None = None
+    sft_total: int | None = None
+
+
+def _search(pattern, data: bytes, literal: bytes):
+    at = data.find(literal)
+    return pattern.search(data, at) if at >= 0 else None
 
 
 def log_digest(path: str) -> Digest | None:
@@ -129,14 +141,35 @@ def log_digest(path: str) -> Digest | None:
             return have[1]
         cache.shared.discard(key)
     try:
-        ends = read_ends(path)
+        ends = read_ends(path, PROBE_BYTES, PROBE_BYTES)
     except OSError:
         return None
-    probe = 256 << 10
-    named = bool(harbor.named_exp_dirs(ends.head[:probe]) or harbor.named_exp_dirs(ends.tail[-probe:]))
-    head = head_summary(path, ends.head if len(ends.head) >= 1 << 20 or ends.size <= len(ends.head) else None)
-    digest = Digest(named, head, tail_summary(path, (ends.tail, ends.tail_start)))
+    named = bool(harbor.named_exp_dirs(ends.head) or harbor.named_exp_dirs(ends.tail))
+    head = ends.head[: ends.head.rfind(b"\n") + 1] if ends.size > len(ends.head) else ends.head
+    started = logger = None
+    if (m := _TIMESTAMP.search(head)) is not None:
+        try:
+            started = time.mktime(time.strptime(b" ".join(m.groups()).decode(), "%Y-%m-%d %H:%M:%S"))
+        except (ValueError, OverflowError):
+            pass
+    if (m := _search(_FILE_LOGGER, head, b"Creating file logger at ")) is not None:
+        logger = clean_piece(m.group(1).decode("utf-8", "replace"))[1].strip() or None
+    progress = _search(PROGRESS, head, b"Training Progress:")
+    sft = _search(SFT_STEPS, head, b"Number of steps/epoch")
+    digest = Digest(named, quick_head(head), quick_tail(path, ends.tail, ends.tail_start), started, logger,
+                    int(progress.group(1)) if progress else None, int(sft.group(1)) if sft else None)
     return cache.shared.get_or_create(key, lambda: (fp, digest))[1]
+
+
+def digest_max_steps(d: Digest) -> int | None:
+    total = d.head.total_steps
+    if total is not None and total > 0:
+        return total
+    return d.tail.progress_total or d.head_progress or d.sft_total
+
+
+def digest_model(d: Digest) -> str | None:
+    return next((name for p in d.head.models if (name := model_name(p)) is not None), None)
 
 
 @dataclass(frozen=True)
