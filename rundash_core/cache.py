@@ -18,6 +18,9 @@ DEFAULT_LIMIT = 2 << 30
 
 
 def _sizeof(value: Any) -> int:
+    n = getattr(value, "cache_size", None)  # a small fixed value that knows its size (no deep walk)
+    if isinstance(n, int) and not isinstance(n, bool):
+        return n
     n = getattr(value, "nbytes", None)
     if isinstance(n, int):
         return n
@@ -57,7 +60,11 @@ class LRUCache:
         self.hits = 0
         self.misses = 0
 
-    def get_or_create(self, key: Any, factory: Callable[[], Any]) -> Any:
+    def get_or_create(self, key: Any, factory: Callable[[], Any], size: int | None = None) -> Any:
+        """The cached value for `key`, else `factory()` stored. `size` (bytes), when given, is the
+        size of a fixed value the caller already knows (e.g. estimated from the bytes it came
+        from), so it is not measured by a deep walk; a value with an int `cache_size` attribute
+        is sized by it likewise."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
@@ -71,7 +78,7 @@ class LRUCache:
                 if _grows(value):
                     self._growing.add(key)
                 else:
-                    self._fixed_sizes[key] = _sizeof(value)
+                    self._fixed_sizes[key] = int(size) if size is not None else _sizeof(value)
                     self._fixed_total += self._fixed_sizes[key]
             value = self._items[key]
             self._items.move_to_end(key)

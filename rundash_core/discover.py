@@ -16,6 +16,7 @@ from .io.verl_ends import fingerprint, stat_memo
 from .run import Run, RunError, derive_status, path_run_id
 from .sources import find_runs
 from .sources.verl import VerlRun
+from .sources.verl_summary import entry_size
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated",
            "model", "attempts", "flavor", "train_envs", "eval_envs", "error"]
@@ -87,8 +88,20 @@ def discover(dirs: list[str | os.PathLike] | str | os.PathLike, *, now: float | 
     if all(r.get("_brief") is not None for r in rows):  # only rows that are cached themselves
         order = sorted(range(len(rows)), key=lambda i: -mtimes[i])  # the frame's (stable) order
         briefs = [rows[i]["_brief"] for i in order]
-        cache.shared.get_or_create(key, lambda: (None, frame, briefs, folders))
+        cache.shared.get_or_create(key, lambda: (None, frame, briefs, folders), size=_frame_entry_size(frame, briefs, folders))
     return frame.copy()
+
+
+def _frame_entry_size(frame: pd.DataFrame, briefs: list, folders) -> int:
+    """The cache size of a discover-frame entry without a deep walk of its briefs and folder
+    signature: the frame's deep memory usage, the briefs by their strings, ~200 B per entry."""
+    size = int(frame.memory_usage(index=True, deep=True).sum())
+    size += sum(entry_size((b.name, b.model, b.flavor, *b.eval_envs)) for b in briefs)
+    return size + 200 * sum(_sig_len(sig) for _mtime, sig in folders or ())
+
+
+def _sig_len(sig: tuple) -> int:
+    return sum(1 if e and isinstance(e[0], str) else _sig_len(e) for e in sig)
 
 
 def _entries_sig(folder: str) -> tuple:

@@ -111,3 +111,41 @@ def test_limit_from_env(monkeypatch):
     assert cache._limit_from_env() == 1_000_000
     monkeypatch.setenv("RUNDASH_CACHE_BYTES", "lots")
     assert cache._limit_from_env() == cache.DEFAULT_LIMIT
+
+
+def test_a_given_size_or_cache_size_skips_the_deep_walk(monkeypatch):
+    c = LRUCache(limit_bytes=1000)
+
+    class Sized:
+        cache_size = 300
+
+    def no_walk(*a, **k):
+        raise AssertionError("deep walk")
+
+    monkeypatch.setattr(cache, "_deep_size", no_walk)
+    c.get_or_create("s", Sized)
+    c.get_or_create("t", lambda: ("x", {"y": 1}), size=500)
+    assert c.total_bytes == 800
+    c.get_or_create("u", lambda: ("z",), size=400)  # 1200: the oldest ("s") goes
+    assert "s" not in c and c.total_bytes == 900
+
+
+def test_discovery_entry_estimates_track_the_deep_size():
+    import glob
+    from rundash_core.sources.verl import VerlRun
+    from rundash_core.sources.verl_summary import digest_size, entry_size, log_digest
+
+    logs = sorted(glob.glob("tests/data/verl/**/*.log", recursive=True))
+    assert logs
+    for log in logs:
+        d = log_digest(log)
+        if d is None:
+            continue
+        fp = cache.shared._items[("verl-digest", log)][0]
+        real = cache._deep_size((fp, d))
+        assert 0.67 * real <= digest_size(d) <= 1.5 * real
+        b = VerlRun(log).brief()
+        if b is not None and ("verl-brief", log) in cache.shared:
+            deps, _ = cache.shared._items[("verl-brief", log)]
+            real = cache._deep_size((deps, b))
+            assert 0.67 * real <= entry_size((b.name, b.model, b.flavor, *b.eval_envs)) + 64 * len(deps) <= 1.5 * real

@@ -280,3 +280,22 @@ def test_warm_discover_reuses_rows_until_an_entry_changes(tmp_path, monkeypatch)
     assert calls == [] and again.equals(first)
     os.utime(tmp_path / "a.log", (1e9, 1e9))
     assert rd.discover([tmp_path], now=2e9).empty and len(calls) == 1
+
+
+def test_quick_head_searches_the_config_print_and_falls_back():
+    from rundash_core.io.verl_ends import config_start, quick_head
+
+    cfg = (b"{'actor_rollout_ref': {'model': {'path': 'org/actor'}},\n 'critic': {'model': {'path': 'org/critic'}},\n"
+           b" 'trainer': {'experiment_name': 'exp-a', 'total_training_steps': 12}}\n")
+    later = b"noise 'critic': {'model': {'path': 'org/other'}}\n"
+    head = quick_head(b"x\n" + cfg + later)
+    assert head == quick_head(b"x\n" + cfg)
+    assert (head.experiment, head.total_steps, head.models, head.flavor) == ("exp-a", 12, ("org/actor", "org/critic"), "rl")
+    no_critic = cfg.replace(b" 'critic': {'model': {'path': 'org/critic'}},\n", b"")
+    assert quick_head(no_critic + later).models == ("org/actor", None)  # a critic after the print is not its
+    # {'data' before {'actor_rollout_ref': the earlier start wins (an SFT config)
+    sft = b"{'data': {}, 'model': {'partial_pretrain': 'org/p'}, 'trainer': {'experiment_name': 's'}}\n"
+    assert config_start(sft + cfg) == 0 and quick_head(sft + cfg).flavor == "sft"
+    # no line end after the trainer section (a cut print): the whole head is searched, as before
+    cut = cfg.rstrip(b"}\n") + b", 'x': 1"
+    assert quick_head(cut).experiment == "exp-a"

@@ -68,6 +68,19 @@ def fingerprint(path: str) -> tuple | None:
     return fp
 
 
+def isdir(path: str) -> bool:
+    """`os.path.isdir`, memoized inside `stat_memo()` (e.g. a folder's sibling `harbor_trials/`,
+    asked once per log in it)."""
+    memo = _stat_memo.get()
+    key = ("isdir", path)
+    if memo is not None and key in memo:
+        return memo[key]
+    out = os.path.isdir(path)
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
 # Quick reads for the runs list: targeted byte searches, no config or metric-line parse ----------
 PROBE_BYTES = 256 << 10  # the head and tail bytes discovery reads (SWE-Lego's probes)
 WINDOW_BYTES = 64 << 10  # the tail window the last step is searched in
@@ -101,30 +114,57 @@ def _str_value(m) -> str | None:
     return m.group(1).decode("utf-8", "replace")
 
 
+CONFIG_WINDOW = 64 << 10  # the config print is searched for its sections within this much of its start
+
+
+def config_start(data: bytes) -> int:
+    """Where the first config print starts in `data` (-1: none); `{'data'` is searched only before
+    the first `{'actor_rollout_ref'`."""
+    rl = data.find(_CONFIG_STARTS[0])
+    sft = data.find(_CONFIG_STARTS[1], 0, len(data) if rl < 0 else rl)
+    return sft if sft >= 0 else rl
+
+
+def _config_end(data: bytes, pos: int) -> int:
+    """The end of the config print at `pos`: its `trainer` section is the last (pprint sorts keys),
+    so the end is the first line ending in `}` (not `},`) after `'trainer': {` within the window;
+    -1 when that is not found there (then the searches run over all of `data`, as before)."""
+    window = min(pos + CONFIG_WINDOW, len(data))
+    trainer = data.find(b"'trainer': {", pos, window)
+    if trainer < 0:
+        return -1
+    end = data.find(b"}\n", trainer, window)
+    return -1 if end < 0 else end + 1
+
+
 def quick_head(data: bytes) -> QuickHead:
     """The fields the runs list shows from the first config print in `data`, by targeted byte
-    searches (pprint sorts keys: `trainer` is the last top-level section)."""
-    pos = min((p for s in _CONFIG_STARTS if (p := data.find(s)) >= 0), default=-1)
+    searches (pprint sorts keys: `trainer` is the last top-level section) within the config print
+    (found within `CONFIG_WINDOW` of its start; else over all of `data`)."""
+    pos = config_start(data)
     if pos < 0:
         return QuickHead()
     rl = data.startswith(_CONFIG_STARTS[0], pos)
-    trainer = data.find(b"'trainer': {", pos)
+    end = _config_end(data, pos)
+    if end < 0:
+        end = len(data)
+    trainer = data.find(b"'trainer': {", pos, end)
     exp = total = None
     if trainer >= 0:
-        exp = _str_value(_find(_EXPERIMENT, data, trainer))
-        m = _find(_TOTAL, data, trainer)
+        exp = _str_value(_find(_EXPERIMENT, data, trainer, end))
+        m = _find(_TOTAL, data, trainer, end)
         total = int(m.group(1)) if m is not None and m.group(1) != b"None" else None
     models: list = []
     if rl:
-        model = data.find(b"'model': {", pos)
-        models.append(_str_value(_find(_PATH, data, model)) if model >= 0 else None)
-        critic = data.find(b"'critic': {", pos)
-        cmodel = data.find(b"'model': {", critic) if critic >= 0 else -1
-        models.append(_str_value(_find(_PATH, data, cmodel)) if cmodel >= 0 else None)
+        model = data.find(b"'model': {", pos, end)
+        models.append(_str_value(_find(_PATH, data, model, end)) if model >= 0 else None)
+        critic = data.find(b"'critic': {", pos, end)
+        cmodel = data.find(b"'model': {", critic, end) if critic >= 0 else -1
+        models.append(_str_value(_find(_PATH, data, cmodel, end)) if cmodel >= 0 else None)
     else:
-        model = data.find(b"'model': {", pos)
-        models += [_str_value(_find(_PARTIAL, data, model)) if model >= 0 else None,
-                   _str_value(_find(_PATH, data, model)) if model >= 0 else None]
+        model = data.find(b"'model': {", pos, end)
+        models += [_str_value(_find(_PARTIAL, data, model, end)) if model >= 0 else None,
+                   _str_value(_find(_PATH, data, model, end)) if model >= 0 else None]
     return QuickHead(exp, total, tuple(models), "rl" if rl else "sft")
 
 

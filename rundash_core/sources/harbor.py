@@ -25,6 +25,7 @@ import pandas as pd
 
 from .. import cache
 from ..io.files import FileId, file_id, read_range, read_tail
+from ..io.verl_ends import isdir
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
 EXP_STAMP = re.compile(r"^(.*)-(\d{8})-(\d{6})$")
@@ -117,7 +118,7 @@ def workdir_trials(log_path: str) -> str | None:
     if os.path.basename(logs) != "logs":
         return None
     trials = os.path.join(os.path.dirname(logs), "harbor_trials")
-    return trials if os.path.isdir(trials) else None
+    return trials if isdir(trials) else None  # one stat per folder within a discovery pass
 
 
 def _is_exp_name(name: str, exp: str) -> bool:

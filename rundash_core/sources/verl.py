@@ -26,7 +26,7 @@ from ..io.verl_text import ConfigPrint, HeadSummary, TailSummary, config_at, tai
 from ..metricstore import MetricStore, shared_store
 from ..run import Overview, Problem, Run, derive_status, utc
 from .verl_summary import (LOG_SUFFIXES, Brief, HeadCache, config_experiment, config_flavor, config_max_steps,
-                           config_model, digest_max_steps, digest_model, is_file_logger, log_digest, stem, updated_from, val_sources)
+                           config_model, digest_max_steps, digest_model, entry_size, is_file_logger, log_digest, stem, updated_from, val_sources)
 from .verl_summary import SKIP_SUFFIXES, Digest, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
 
 KIND = "verl"
@@ -201,7 +201,8 @@ class VerlRun(Run):
                       flavor=digest.head.flavor, eval_envs=tuple(val_sources(tail.keys)),
                       started_utc=utc(digest.started))
         brief = dataclasses.replace(brief, updated_utc=utc(brief.updated))
-        return cache.shared.get_or_create(key, lambda: (deps, brief))[1]
+        size = entry_size((brief.name, brief.model, brief.flavor, *brief.eval_envs)) + 64 * len(deps)
+        return cache.shared.get_or_create(key, lambda: (deps, brief), size=size)[1]
 
     def updated(self) -> float | None:
         times = [t for p in (self.log_path(), self.file_logger_path()) if p and (t := mtime(p)) is not None]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 
@@ -119,13 +120,26 @@ class Digest:
     tail: QuickTail
     started: float | None = None
     file_logger: str | None = None
-    head_progress: int | None = None
-    sft_total: int | None = None
+    head_progress: int | None = None  # read only when the config and the tail give no total
+    sft_total: int | None = None  # read only when neither they nor the head's progress bar do
 
 
 def _search(pattern, data: bytes, literal: bytes):
     at = data.find(literal)
     return pattern.search(data, at) if at >= 0 else None
+
+
+_ENTRY_BYTES = 800  # a cached (fingerprint, Digest | Brief): the tuples, dataclasses, ints and floats
+
+
+def entry_size(strings) -> int:
+    """The cache size of a (fingerprint, Digest) or (fingerprint, Brief) entry, without a deep walk:
+    a fixed part plus the strings it holds (`tests/test_cache.py` checks it against `_deep_size`)."""
+    return _ENTRY_BYTES + sum(sys.getsizeof(s) + 8 for s in strings if s is not None)
+
+
+def digest_size(d: "Digest") -> int:
+    return entry_size((d.head.experiment, *d.head.models, d.file_logger, *d.tail.keys))
 
 
 def log_digest(path: str) -> Digest | None:
@@ -154,11 +168,14 @@ def log_digest(path: str) -> Digest | None:
             pass
     if (m := _search(_FILE_LOGGER, head, b"Creating file logger at ")) is not None:
         logger = clean_piece(m.group(1).decode("utf-8", "replace"))[1].strip() or None
-    progress = _search(PROGRESS, head, b"Training Progress:")
-    sft = _search(SFT_STEPS, head, b"Number of steps/epoch")
-    digest = Digest(named, quick_head(head), quick_tail(path, ends.tail, ends.tail_start), started, logger,
+    qh, qt = quick_head(head), quick_tail(path, ends.tail, ends.tail_start)
+    progress = sft = None
+    if not (qh.total_steps is not None and qh.total_steps > 0 or qt.progress_total):  # else not needed
+        progress = _search(PROGRESS, head, b"Training Progress:")  # (digest_max_steps)
+        sft = None if progress else _search(SFT_STEPS, head, b"Number of steps/epoch")
+    digest = Digest(named, qh, qt, started, logger,
                     int(progress.group(1)) if progress else None, int(sft.group(1)) if sft else None)
-    return cache.shared.get_or_create(key, lambda: (fp, digest))[1]
+    return cache.shared.get_or_create(key, lambda: (fp, digest), size=digest_size(digest))[1]
 
 
 def digest_max_steps(d: Digest) -> int | None:
