@@ -23,6 +23,14 @@ class ConfigFile:
     error: str | None = None  # why it could not be read or parsed
 
 
+def dig(obj, *keys):
+    """obj[k1][k2]…, or None as soon as a level is missing or not a dict (parsed configs and
+    result files are untrusted shapes)."""
+    for k in keys:
+        obj = obj.get(k) if isinstance(obj, dict) else None
+    return obj
+
+
 def load_config_file(path: str) -> ConfigFile:
     fid = file_id(path)
     if fid is None:

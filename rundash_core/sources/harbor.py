@@ -26,6 +26,7 @@ import pandas as pd
 from .. import cache
 from ..io.files import FileId, file_id, read_range, read_tail
 from ..io.verl_ends import isdir
+from ..io.configs import dig
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
 EXP_STAMP = re.compile(r"^(.*)-(\d{8})-(\d{6})$")
@@ -243,19 +244,13 @@ def _load_result(path: str, fid: FileId) -> tuple[dict | None, str | None]:
     return obj, None
 
 
-def _get(obj, *keys):
-    for k in keys:
-        obj = obj.get(k) if isinstance(obj, dict) else None
-    return obj
-
-
 def _tokens(agent_result) -> list[int | None]:
     """n_input/n_output/n_cache tokens: the AgentContext totals, else the sum over model_usage."""
-    out = [_integer(_get(agent_result, k)) for k in _TOKEN_KEYS]
-    usage = _get(agent_result, "model_usage")
+    out = [_integer(dig(agent_result, k)) for k in _TOKEN_KEYS]
+    usage = dig(agent_result, "model_usage")
     if isinstance(usage, dict) and usage:
         for i, k in enumerate(_TOKEN_KEYS):
-            parts = [_integer(_get(u, k)) for u in usage.values()]
+            parts = [_integer(dig(u, k)) for u in usage.values()]
             if out[i] is None and parts and None not in parts:
                 out[i] = sum(parts)
     return out
@@ -276,8 +271,8 @@ def read_trial(trial_dir: str, step: int, sample_id: str) -> tuple:
     reward, why = _reward_txt(os.path.join(trial_dir, REWARD))
     problem = problem or why
     if reward is None:  # spec 4: reward.txt first, then verifier_result.rewards.reward
-        reward = _number(_get(result, "verifier_result", "rewards", "reward"))
-    info = _get(result, "exception_info")
+        reward = _number(dig(result, "verifier_result", "rewards", "reward"))
+    info = dig(result, "exception_info")
     exc_type = exc_msg = None
     if isinstance(info, dict):
         exc_type = str(info.get("exception_type") or "unknown")
@@ -285,9 +280,9 @@ def read_trial(trial_dir: str, step: int, sample_id: str) -> tuple:
     elif os.path.lexists(os.path.join(trial_dir, EXCEPTION)):
         exc_type, exc_msg = _exception_txt(os.path.join(trial_dir, EXCEPTION))
     ok = False if exc_type is not None else (True if result is not None else None)
-    started, finished = _time(_get(result, "started_at")), _time(_get(result, "finished_at"))
+    started, finished = _time(dig(result, "started_at")), _time(dig(result, "finished_at"))
     duration = (finished - started) / 1e9 if started is not None and finished is not None else None
-    tokens = _tokens(_get(result, "agent_result"))
+    tokens = _tokens(dig(result, "agent_result"))
     return (sample_id, step, task, capability_of(task), reward, ok, exc_type, exc_msg, *tokens, None,
             started, duration, problem, trial_dir)
 

@@ -17,6 +17,7 @@ from ..io.configs import load_config_file
 from ..io.files import mtime, read_range, read_tail
 from ..metricstore import MetricStore, shared_store
 from ..run import Overview, Problem, Run, derive_status, utc
+from ..io.configs import dig
 
 MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
 METRICS_PATHS = ("monitors/file/metrics.jsonl", "metrics.jsonl")
@@ -174,7 +175,7 @@ class PrimeRLRun(Run):
         resolved = self._resolved()
         for stem, path in (("orchestrator", ("max_steps",)), ("sft", ("max_steps",)), ("rl", ("max_steps",)),
                            ("rl", ("orchestrator", "max_steps")), ("trainer", ("max_steps",))):
-            value = _get(resolved.get(stem), *path)
+            value = dig(resolved.get(stem), *path)
             if isinstance(value, int):
                 return value
         return None
@@ -182,7 +183,7 @@ class PrimeRLRun(Run):
     def _model(self) -> str | None:
         resolved = self._resolved()
         for stem in ("orchestrator", "rl", "sft", "trainer", "eval"):
-            value = _get(resolved.get(stem), "model", "name")
+            value = dig(resolved.get(stem), "model", "name")
             if isinstance(value, str):
                 return value
         m = _NAME.match(self.name)
@@ -190,11 +191,11 @@ class PrimeRLRun(Run):
 
     def _envs(self) -> tuple[list[str], list[str]]:
         resolved = self._resolved()
-        orch = resolved.get("orchestrator") or _get(resolved.get("rl"), "orchestrator") or resolved.get("eval") or {}
-        train = _source_names(_get(orch, "train", "source")) or _source_names(_get(orch, "env"))
-        evals = _source_names(_get(orch, "eval", "source")) or _source_names(_get(orch, "eval", "env"))
+        orch = resolved.get("orchestrator") or dig(resolved.get("rl"), "orchestrator") or resolved.get("eval") or {}
+        train = _source_names(dig(orch, "train", "source")) or _source_names(dig(orch, "env"))
+        evals = _source_names(dig(orch, "eval", "source")) or _source_names(dig(orch, "eval", "env"))
         if not train and self.flavor() == "sft":
-            data = _get(resolved.get("sft"), "data", "name") or _get(resolved.get("sft"), "data", "dataset_name")
+            data = dig(resolved.get("sft"), "data", "name") or dig(resolved.get("sft"), "data", "dataset_name")
             train = [data] if isinstance(data, str) else []
         if not train:
             m = _NAME.match(self.name)
@@ -330,21 +331,13 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def _get(obj, *keys):
-    for k in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(k)
-    return obj
-
-
 def _source_names(sources) -> list[str]:
     if not isinstance(sources, list):
         return []
     names = []
     for s in sources:
         if isinstance(s, dict):
-            name = s.get("name") or _get(s, "env", "id") or s.get("id")
+            name = s.get("name") or dig(s, "env", "id") or s.get("id")
             if isinstance(name, str) and name not in names:
                 names.append(name)
     return names

@@ -18,6 +18,7 @@ from ..io.verl_ends import PROBE_BYTES, QuickHead, QuickTail, fingerprint, quick
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
 from ..io.verl_text import _FILE_LOGGER, _TIMESTAMP, HeadSummary, head_summary
 from . import harbor
+from ..io.configs import dig
 
 LOG_SUFFIXES = (".log", ".out")
 SKIP_SUFFIXES = ("_vllm.log", "_train_gpu_wandb.log", "_server.out")
@@ -101,12 +102,6 @@ def model_name(path) -> str | None:
     if path.startswith(("/", "~", ".")):
         return os.path.basename(path.rstrip("/")) or path
     return path
-
-
-def _get(obj, *keys):
-    for k in keys:
-        obj = obj.get(k) if isinstance(obj, dict) else None
-    return obj
 
 
 @dataclass(frozen=True)
@@ -207,7 +202,7 @@ class Brief:
 
 
 def config_max_steps(cfg: dict, head: HeadSummary, progress_total: int | None) -> int | None:
-    total = _get(cfg, "trainer", "total_training_steps")
+    total = dig(cfg, "trainer", "total_training_steps")
     if isinstance(total, int) and not isinstance(total, bool) and total > 0:
         return total
     return progress_total or head.progress_total or head.sft_total
@@ -216,7 +211,7 @@ def config_max_steps(cfg: dict, head: HeadSummary, progress_total: int | None) -
 def config_model(cfg: dict) -> str | None:
     for keys in (("actor_rollout_ref", "model", "path"), ("model", "partial_pretrain"), ("model", "path"),
                  ("critic", "model", "path")):
-        if (name := model_name(_get(cfg, *keys))) is not None:
+        if (name := model_name(dig(cfg, *keys))) is not None:
             return name
     return None
 
@@ -226,7 +221,7 @@ def config_flavor(cfg: dict) -> str:
 
 
 def config_experiment(cfg: dict) -> str | None:
-    name = _get(cfg, "trainer", "experiment_name")
+    name = dig(cfg, "trainer", "experiment_name")
     return name if isinstance(name, str) else None
 
 
