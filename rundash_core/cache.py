@@ -85,6 +85,30 @@ class LRUCache:
             self.evict()
             return value
 
+    def peek(self, key: Any, default: Any = None) -> Any:
+        """The cached value for `key` (counted as a use), or `default`; never creates one."""
+        with self._lock:
+            if key not in self._items:
+                return default
+            self._items.move_to_end(key)
+            self.hits += 1
+            return self._items[key]
+
+    def current(self, key: Any, stamp: Any, build: Callable[[], Any],
+                size: Callable[[Any], int] | None = None) -> Any:
+        """The value built for `stamp` (e.g. the fingerprints of the files it was read from); when
+        the stamp changed it is built again and stored with the new stamp. A build that returns
+        None (nothing readable) is not stored. `size(value)` sizes it without a deep walk."""
+        have = self.peek(key)
+        if have is not None and have[0] == stamp:
+            return have[1]
+        value = build()
+        with self._lock:
+            self._forget(key)
+        if value is None:
+            return None
+        return self.get_or_create(key, lambda: (stamp, value), size=None if size is None else size(value))[1]
+
     def _total(self) -> int:
         """Cost: one `nbytes` read per growing entry (metric stores), not per entry."""
         return self._fixed_total + sum(_sizeof(self._items[k]) for k in self._growing)

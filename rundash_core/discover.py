@@ -76,7 +76,7 @@ def discover(dirs: list[str | os.PathLike] | str | os.PathLike, *, now: float | 
     now = time.time() if now is None else now
     key = ("discover-frame", tuple(os.path.abspath(os.fspath(d)) for d in dirs))
     folders = _folders_sig(key[1])
-    last = cache.shared.get_or_create(key, lambda: None) if key in cache.shared else None
+    last = cache.shared.peek(key)
     if last is not None and folders is not None and last[3] == folders:
         return _again(last, now)  # no entry changed: the same rows, statuses derived at `now`
     with stat_memo():

@@ -149,3 +149,19 @@ def test_discovery_entry_estimates_track_the_deep_size():
             deps, _ = cache.shared._items[("verl-brief", log)]
             real = cache._deep_size((deps, b))
             assert 0.67 * real <= entry_size((b.name, b.model, b.flavor, *b.eval_envs)) + 64 * len(deps) <= 1.5 * real
+
+
+def test_current_rebuilds_only_when_the_stamp_changes():
+    c = LRUCache(1 << 20)
+    builds = []
+
+    def build(v):
+        builds.append(v)
+        return v
+
+    assert c.current("k", ("a", 1), lambda: build("first")) == "first"
+    assert c.current("k", ("a", 1), lambda: build("again")) == "first"  # same stamp: kept
+    assert c.current("k", ("a", 2), lambda: build("second")) == "second"  # new stamp: rebuilt
+    assert builds == ["first", "second"] and len(c) == 1
+    assert c.current("gone", 1, lambda: None) is None and "gone" not in c  # nothing readable: not kept
+    assert c.peek("k") == (("a", 2), "second") and c.peek("missing", 7) == 7 and "missing" not in c

@@ -132,8 +132,8 @@ class VerlRun(Run):
         or gone with a replaced file, is read again next time)."""
         fid = file_id(log)
         key = ("verl-config", os.path.realpath(log), fid and (fid.dev, fid.ino), offset)
-        if key in cache.shared:
-            return cache.shared.get_or_create(key, lambda: None)
+        if (have := cache.shared.peek(key)) is not None:
+            return have
         try:
             found = config_at(log, offset)
         except OSError:
@@ -189,20 +189,18 @@ class VerlRun(Run):
         if printed:
             sidecars.append(os.path.join(os.path.dirname(log), os.path.expanduser(printed)))
         deps = (fingerprint(log), *(fingerprint(p) for p in sidecars))
-        key = ("verl-brief", log)
-        have = cache.shared.get_or_create(key, lambda: None) if key in cache.shared else None
-        if have is not None and have[0] == deps:
-            return have[1]
-        cache.shared.discard(key)
+        return cache.shared.current(("verl-brief", log), deps, lambda: self._brief(digest, sidecars, deps),
+                                    size=lambda b: entry_size((b.name, b.model, b.flavor, *b.eval_envs)) + 64 * len(deps))
+
+    def _brief(self, digest, sidecars: list[str], deps: tuple) -> Brief:
+        log = self.log_path()
         tail = digest.tail
         brief = Brief(name=digest.head.experiment or self.name, step=tail.last_step,
                       max_steps=digest_max_steps(digest), final=tail.final_validation,
                       started=digest.started, updated=updated_from(log, sidecars, deps), model=digest_model(digest),
                       flavor=digest.head.flavor, eval_envs=tuple(val_sources(tail.keys)),
                       started_utc=utc(digest.started))
-        brief = dataclasses.replace(brief, updated_utc=utc(brief.updated))
-        size = entry_size((brief.name, brief.model, brief.flavor, *brief.eval_envs)) + 64 * len(deps)
-        return cache.shared.get_or_create(key, lambda: (deps, brief), size=size)[1]
+        return dataclasses.replace(brief, updated_utc=utc(brief.updated))
 
     def updated(self) -> float | None:
         times = [t for p in (self.log_path(), self.file_logger_path()) if p and (t := mtime(p)) is not None]

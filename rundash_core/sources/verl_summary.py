@@ -143,12 +143,10 @@ def log_digest(path: str) -> Digest | None:
     fp = fingerprint(path)
     if fp is None:
         return None
-    key = ("verl-digest", path)
-    if key in cache.shared:
-        have = cache.shared.get_or_create(key, lambda: None)
-        if have is not None and have[0] == fp:
-            return have[1]
-        cache.shared.discard(key)
+    return cache.shared.current(("verl-digest", path), fp, lambda: _read_digest(path), size=digest_size)
+
+
+def _read_digest(path: str) -> Digest | None:
     try:
         ends = read_ends(path, PROBE_BYTES, PROBE_BYTES)
     except OSError:
@@ -168,9 +166,8 @@ def log_digest(path: str) -> Digest | None:
     if not (qh.total_steps is not None and qh.total_steps > 0 or qt.progress_total):  # else not needed
         progress = _search(PROGRESS, head, b"Training Progress:")  # (digest_max_steps)
         sft = None if progress else _search(SFT_STEPS, head, b"Number of steps/epoch")
-    digest = Digest(named, qh, qt, started, logger,
-                    int(progress.group(1)) if progress else None, int(sft.group(1)) if sft else None)
-    return cache.shared.get_or_create(key, lambda: (fp, digest), size=digest_size(digest))[1]
+    return Digest(named, qh, qt, started, logger,
+                  int(progress.group(1)) if progress else None, int(sft.group(1)) if sft else None)
 
 
 def digest_max_steps(d: Digest) -> int | None:
