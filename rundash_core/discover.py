@@ -12,7 +12,7 @@ from collections import Counter
 import pandas as pd
 
 from . import cache
-from .io.verl_ends import fingerprint, stat_memo
+from .io.files import file_id, stat_memo
 from .run import Run, RunError, derive_status, path_run_id
 from .sources import find_runs
 from .sources.verl import VerlRun
@@ -54,9 +54,9 @@ def list_runs(dirs: list[str | os.PathLike]) -> tuple[list[Run], list[str]]:
 
 def _identity(path: str):
     """Which file or directory a path is: (dev, ino) from one (memoized) stat, else its realpath."""
-    fp = fingerprint(path)
+    fp = file_id(path)
     if fp is not None:
-        return fp[:2]
+        return fp.dev, fp.ino
     try:
         st = os.stat(path)
         return st.st_dev, st.st_ino
@@ -166,9 +166,9 @@ def _frame(rows: list[dict], mtimes: list[float]) -> pd.DataFrame:
 
 
 def _mtime(path: str) -> float:
-    fp = fingerprint(path)  # a log: its stat is already memoized
+    fp = file_id(path)  # a log: its stat is already memoized
     if fp is not None:
-        return fp[4]
+        return fp.mtime
     try:
         return os.stat(path).st_mtime
     except OSError:

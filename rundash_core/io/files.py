@@ -7,7 +7,10 @@ traceback, and so that nothing is ever opened for writing.
 from __future__ import annotations
 
 import errno
+import contextlib
+import contextvars
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,22 +28,54 @@ class FileId:
     def same_file(self, other: "FileId | None") -> bool:
         return other is not None and (self.dev, self.ino) == (other.dev, other.ino)
 
+    @property
+    def mtime(self) -> float:
+        return self.mtime_ns / 1e9
+
+
+_stat_memo: contextvars.ContextVar[dict | None] = contextvars.ContextVar("rundash_stat_memo", default=None)
+
+
+@contextlib.contextmanager
+def stat_memo():
+    """Within this block, `file_id` and `is_dir` stat each path once (one discovery pass:
+    detection, the runs-list row and the sort share it)."""
+    token = _stat_memo.set({})
+    try:
+        yield
+    finally:
+        _stat_memo.reset(token)
+
+
+def _memoized(kind: str, path, compute):
+    memo = _stat_memo.get()
+    if memo is None:
+        return compute()
+    key = (kind, os.fspath(path))
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
 
 def file_id(path: str | os.PathLike) -> FileId | None:
     """The FileId of a regular file, or None when it is missing, a broken link or not a file."""
+    return _memoized("file", path, lambda: _file_id(path))
+
+
+def _file_id(path) -> FileId | None:
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
-    if not _is_regular(st.st_mode):
+    if not stat.S_ISREG(st.st_mode):
         return None
     return FileId(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _is_regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)
+def is_dir(path: str | os.PathLike) -> bool:
+    """`os.path.isdir`, memoized inside `stat_memo()` (a folder's sibling `harbor_trials/` is asked
+    once per log in it)."""
+    return _memoized("dir", path, lambda: os.path.isdir(path))
 
 
 def mtime(path: str | os.PathLike) -> float | None:
@@ -62,7 +97,7 @@ def describe_unreadable(path: str | os.PathLike) -> str:
         if e.errno == errno.ENOENT and os.path.islink(p):
             return "broken symlink"
         return _os_error_text(e)
-    if not _is_regular(st.st_mode):
+    if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
     try:
         with open(p, "rb"):

@@ -25,7 +25,7 @@ import pandas as pd
 
 from .. import cache
 from ..io.files import FileId, file_id, read_range, read_tail
-from ..io.verl_ends import isdir
+from ..io.files import is_dir
 from ..io.configs import dig
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -119,7 +119,7 @@ def workdir_trials(log_path: str) -> str | None:
     if os.path.basename(logs) != "logs":
         return None
     trials = os.path.join(os.path.dirname(logs), "harbor_trials")
-    return trials if isdir(trials) else None  # one stat per folder within a discovery pass
+    return trials if is_dir(trials) else None  # one stat per folder within a discovery pass
 
 
 def _is_exp_name(name: str, exp: str) -> bool:

@@ -35,7 +35,7 @@ import pandas as pd
 
 from .. import cache
 from ..io.bytetail import ByteTail
-from ..io.verl_ends import fingerprint
+from ..io.files import file_id
 from ..run import Problem
 from . import harbor
 from .verl import VerlRun
@@ -60,7 +60,7 @@ def is_run_file(path: str) -> bool:
     """A console log (named as verl's) with linked trial dirs: the sibling
     `harbor_trials/*/<exp>` folder, or `harbor_trials/.../step_N` paths in the first or last
     256 KiB. No full parse."""
-    if not is_log_name(os.path.basename(path)) or fingerprint(path) is None:
+    if not is_log_name(os.path.basename(path)) or file_id(path) is None:
         return False
     if harbor.sibling_exp_dirs(path, stem(path)):
         return True

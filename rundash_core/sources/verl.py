@@ -20,7 +20,6 @@ import pandas as pd
 
 from .. import cache
 from ..io.files import file_id, mtime, read_range
-from ..io.verl_ends import fingerprint
 from ..io.verl_log import FileLoggerTail, VerlLogTail
 from ..io.verl_text import ConfigPrint, HeadSummary, TailSummary, config_at, tail_summary
 from ..metricstore import MetricStore, shared_store
@@ -188,7 +187,7 @@ class VerlRun(Run):
         sidecars = [os.path.splitext(log)[0] + ".jsonl"]
         if printed:
             sidecars.append(os.path.join(os.path.dirname(log), os.path.expanduser(printed)))
-        deps = (fingerprint(log), *(fingerprint(p) for p in sidecars))
+        deps = (file_id(log), *(file_id(p) for p in sidecars))
         return cache.shared.current(("verl-brief", log), deps, lambda: self._brief(digest, sidecars, deps),
                                     size=lambda b: entry_size((b.name, b.model, b.flavor, *b.eval_envs)) + 64 * len(deps))
 

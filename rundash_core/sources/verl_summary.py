@@ -14,7 +14,8 @@ import pandas as pd
 
 from .. import cache
 from ..io.files import file_id, read_range
-from ..io.verl_ends import PROBE_BYTES, QuickHead, QuickTail, fingerprint, quick_head, quick_tail, read_ends
+from ..io.files import file_id
+from ..io.verl_ends import PROBE_BYTES, QuickHead, QuickTail, quick_head, quick_tail, read_ends
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
 from ..io.verl_text import _FILE_LOGGER, _TIMESTAMP, HeadSummary, head_summary
 from . import harbor
@@ -140,7 +141,7 @@ def digest_size(d: "Digest") -> int:
 def log_digest(path: str) -> Digest | None:
     """The digest of a log as it is now, cached by (dev, ino, size, mtime_ns): an unchanged log
     costs one stat. None when the path is not a readable regular file."""
-    fp = fingerprint(path)
+    fp = file_id(path)
     if fp is None:
         return None
     return cache.shared.current(("verl-digest", path), fp, lambda: _read_digest(path), size=digest_size)
@@ -225,11 +226,11 @@ def config_experiment(cfg: dict) -> str | None:
 def updated_from(log: str, sidecars: list[str], fps: tuple) -> float | None:
     """`VerlRun.updated()` from fingerprints: the log's mtime and the file-logger JSONL's (the
     first sidecar that is one, as `file_logger_path` picks it)."""
-    times = [fps[0][4]] if fps[0] else []
+    times = [fps[0].mtime] if fps[0] else []
     for path, fp in zip(sidecars, fps[1:]):
         try:
             if fp is not None and is_file_logger(path):
-                times.append(fp[4])
+                times.append(fp.mtime)
                 break
         except OSError:
             continue
