@@ -5,8 +5,6 @@ st.dataframe or `md_escape`, never raw HTML.
 """
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
 from rundash_core import streamlit_cache as sc
@@ -154,10 +152,7 @@ def run_card(run: Run) -> None:
         cols = st.columns([1.1, 1, 1.4, 0.8, 1.5, 1.2, 1.4])
         cols[0].caption("STATUS")
         cols[0].markdown(status_text(o.status))
-        duration = o.duration_s
-        if o.status == "running" and o.started is not None:
-            duration = time.time() - o.started.timestamp()
-        field(cols[1], "DURATION", format_duration(duration))
+        field(cols[1], "DURATION", format_duration(o.duration_s))  # overview() measures to now while running
         field(cols[2], "MODEL", o.model or "n/a")
         field(cols[3], "RESUMES", str(max(o.attempts - 1, 0)), help=f"{o.attempts} attempt(s)")
         field(cols[4], "TRAIN ENVS", fold_list(o.train_envs),
