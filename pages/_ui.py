@@ -120,6 +120,16 @@ def current_run() -> Run | None:
     return None if match.empty else sc.get_run(match.iloc[0]["path"], run_id)
 
 
+def run_config(run: Run) -> dict:
+    """The run's resolved config, or {} when it has none or it cannot be read (the run's
+    problems say why)."""
+    try:
+        cfg = run.config()
+    except Exception:  # a config that cannot be read must not take a page down
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
 def empty_state(message: str) -> None:
     st.info(message)
 

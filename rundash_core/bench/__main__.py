@@ -11,7 +11,8 @@ Subcommands:
 - `discovery`: 600 verl console logs of ~1 MB; rundash's cold and warm `rd.discover` against a bare
   `os.scandir` + `stat` (the floor) and a whole-file scan for the last step (see `discovery`).
 
-`charts` is to come; it adds its module's `add_parser`.
+- `charts`: a 20k-step × 300-metric prime-rl run; the Metrics page's figures of one section and of
+  the all-metrics view filtered to 50 keys against loading the frame (see `charts`).
 
 `_one <bench> <contender> <kwargs JSON>` is internal: it measures one contender in this (fresh)
 process and prints one JSON line (see `common.run_one`).
@@ -22,19 +23,20 @@ import argparse
 import json
 import sys
 
-from . import discovery, metrics, verl
+from . import charts, discovery, metrics, verl
 from .common import measure_here
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rundash_core.bench",
                                      description="Benchmarks of rundash against pandas and pyarrow.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{metrics,verl,discovery}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{metrics,verl,discovery,charts}")
     metrics.add_parser(sub)
     verl.add_parser(sub)
     discovery.add_parser(sub)
+    charts.add_parser(sub)
     one = sub.add_parser("_one")  # internal, left out of the usage line
-    one.add_argument("bench", choices=["metrics", "verl", "discovery"])
+    one.add_argument("bench", choices=["metrics", "verl", "discovery", "charts"])
     one.add_argument("contender")
     one.add_argument("kwargs", type=json.loads, help="keyword arguments of the bench's measure(), as JSON")
     one.set_defaults(func=lambda a: print(json.dumps(measure_here(a.bench, a.contender, a.kwargs))) or 0)

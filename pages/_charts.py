@@ -1,0 +1,104 @@
+"""Chart widgets shared by Metrics and Compare: smoothing, x axis, toggles, one chart with its CSV.
+
+Every control is bound to a URL query parameter (`bind="query-params"`), so a copied URL reproduces
+the view. Charts come from `rundash_core.charts`; nothing here reads files or computes series.
+"""
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from rundash_core.charts import figures, smoothing
+from rundash_core.charts.figures import Chart, ChartOptions
+from rundash_core.charts.series import X_STEP, X_TIME
+from rundash_core.present import md_escape
+
+X_LABELS = {X_STEP: "step", X_TIME: "relative wall time"}
+PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+
+
+def _url(widget, *args, key: str, **kwargs):
+    """A widget whose value lives in the URL under `key`."""
+    return widget(*args, key=key, bind="query-params", **kwargs)
+
+
+def smoothing_controls(container=st) -> tuple[str, float]:
+    """Method and amount; each method keeps its own amount (`?smooth=ema&ema=0.6`)."""
+    c1, c2 = container.columns([1, 1.3])
+    method = _url(c1.selectbox, "Smoothing", smoothing.METHODS, key="smooth",
+                  format_func=lambda m: smoothing.LABELS.get(m, m),
+                  help="Computed on the full-resolution series, before downsampling; the raw series "
+                       "stays as a faint line (or min–max band) behind the smoothed one.")
+    if method == "none":
+        c2.slider("Amount", 0, 1, 0, disabled=True, key="smooth_off")
+        return method, 0.0
+    lo, hi, step = smoothing.RANGES[method]
+    default = smoothing.DEFAULTS[method]
+    kind = int if all(float(v).is_integer() for v in (lo, hi, step, default)) else float
+    amount = _url(c2.slider, smoothing.AMOUNT_LABELS.get(method, method), kind(lo), kind(hi), kind(default), kind(step),
+                  key=f"amount_{method}")
+    return method, float(amount)
+
+
+def chart_options(container=st) -> ChartOptions:
+    """Smoothing plus the log-y and ignore-outliers toggles."""
+    method, amount = smoothing_controls(container)
+    c1, c2 = container.columns(2)
+    log_y = _url(c1.toggle, "Log y", key="logy")
+    clip = _url(c2.toggle, "Ignore outliers", key="clip",
+                help="Clip the y range to the 1st–99th percentile of the data shown.")
+    return ChartOptions(smoothing=method, amount=amount, log_y=log_y, clip_outliers=clip)
+
+
+def x_axis(choices: list[str], container=st, key: str = "x") -> str:
+    return _url(container.selectbox, "X axis", choices, key=key, format_func=lambda c: X_LABELS.get(c, c),
+                help="Step, time since the run's first record, or any metric (e.g. tokens) logged at "
+                     "the same steps. Time-keyed panels (inference) always plot against time.")
+
+
+def regex_filter(label: str, key: str, placeholder: str = "", container=st) -> re.Pattern | None:
+    """A regex text box; an invalid pattern is reported and matches nothing."""
+    text = _url(container.text_input, label, key=key, placeholder=placeholder)
+    if not text:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as e:
+        container.error(f"Invalid regex `{md_escape(text)}`: {md_escape(str(e))}")
+        return re.compile(r"(?!)")
+
+
+def live_paused(running: bool, container=st) -> bool:
+    """The pause toggle of live refresh (shown only while the run is running)."""
+    if not running:
+        return True
+    return _url(container.toggle, "Pause live refresh", key="paused",
+                help="While the run is running, charts re-read the appended metrics every few seconds.")
+
+
+def show_chart(chart: Chart, key: str) -> None:
+    """A chart with its matched keys, its note (if any) and a CSV download of the full data."""
+    if not chart.series:
+        st.caption(f"**{md_escape(chart.title)}**: {md_escape(chart.note or 'no data')}")
+        return
+    st.plotly_chart(chart.figure, key=f"fig_{key}", config=PLOTLY_CONFIG, width="stretch")
+    st.download_button("CSV", data=chart.csv, file_name=f"{_slug(chart.title)}.csv", mime="text/csv",
+                       key=f"csv_{key}", icon=":material/download:", type="tertiary", on_click="ignore",
+                       help=f"All {sum(len(s) for s in chart.series):,} points, not downsampled.")
+
+
+def chart_grid(charts: list[Chart], key: str, columns: int = 2) -> None:
+    cols = st.columns(columns)
+    for i, chart in enumerate(charts):
+        with cols[i % columns]:
+            show_chart(chart, f"{key}_{i}")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "chart"
+
+
+def colors_for(labels: list[str]) -> dict[str, str]:
+    """One stable colour per run: its position in the selection."""
+    return {label: figures.color_of(i) for i, label in enumerate(labels)}

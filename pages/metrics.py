@@ -1,0 +1,99 @@
+"""Metrics: the run's charts in sections per flavor, or every logged key; smoothed, downsampled, live."""
+import streamlit as st
+
+from pages import _charts, _ui
+from rundash_core.charts.sections import covered_keys, key_tree, sections_for
+from rundash_core.charts.series import series_index
+from rundash_core.charts.view import key_groups, metric_charts, section_charts, x_choices
+from rundash_core.present import md_escape
+
+MAX_CHARTS_PER_GROUP = 40
+TREE_DEPTH = 3  # train → env → all/effective; deeper paths share their level-3 heading
+MODES = {"sections": "Sections", "all": "All metrics"}
+
+
+def header(run, ov) -> tuple:
+    """Title and the view controls (all mirrored in the URL)."""
+    st.markdown(f"## Metrics · {md_escape(run.name)}")
+    c1, c2, c3 = st.columns([1.1, 1.2, 2.6])
+    mode = _charts._url(c1.segmented_control, "View", list(MODES), key="view", default="sections",
+                        format_func=MODES.get, required=True)
+    with c3:
+        opts = _charts.chart_options()
+    paused = _charts.live_paused(ov.status == "running", container=c1)
+    return mode, opts, paused, c2
+
+
+def sections_view(run, ov, index, x, opts) -> None:
+    """The flavor's sections; a section's charts are computed only while it is open."""
+    sections = sections_for(run.kind, ov.flavor, index.metrics, train_envs=ov.train_envs, eval_envs=ov.eval_envs)
+    if not sections:
+        _ui.empty_state("No section matches this run's metrics: see **All metrics**.")
+    for i, section in enumerate(sections):
+        label = f"**{md_escape(section.title)}** · {len(section.panels)} panel{'s' * (len(section.panels) != 1)}"
+        box = st.expander(label, expanded=i == 0, key=f"s_{section.key}", bind="query-params")
+        if box.open:
+            with box:
+                _charts.chart_grid(section_charts(index, section, x, opts), key=f"s_{section.key}")
+    rest = len(set(index.metrics) - covered_keys(sections))
+    if rest:
+        st.caption(f"{rest} logged metric{'s' * (rest != 1)} are in no section: switch to **All metrics** to see them.")
+
+
+def all_metrics_view(index, x, opts) -> None:
+    """Every logged key, nested along its key path, behind a regex filter."""
+    pattern = _charts.regex_filter("Filter metrics (regex)", key="filter", placeholder="e.g. reward|entropy")
+    tree = key_tree(index.metrics, pattern=pattern.pattern if pattern else None, max_depth=TREE_DEPTH)
+    if not tree.children and not tree.keys:
+        _ui.empty_state("No metric matches this filter.")
+        return
+    for node in tree.children or [tree]:
+        n = node.n_keys
+        box = st.expander(f"**{md_escape(node.path or node.name)}** · {n} metric{'s' * (n != 1)}",
+                          expanded=pattern is not None and n <= 12, key=f"a_{node.path}", bind="query-params")
+        if box.open:
+            with box:
+                group(index, node, x, opts)
+
+
+def group(index, node, x, opts) -> None:
+    """The charts of one top-level group, with a sub-heading per deeper key path."""
+    shown = 0
+    for path, keys in key_groups(node):
+        if shown >= MAX_CHARTS_PER_GROUP:
+            st.caption(f"{node.n_keys - shown} more: narrow the filter to see them.")
+            return
+        keys = keys[: MAX_CHARTS_PER_GROUP - shown]
+        if path != node.path:
+            st.markdown(f"###### {md_escape(path)}")
+        _charts.chart_grid(metric_charts(index, keys, x, opts), key=f"a_{path}", columns=3)
+        shown += len(keys)
+
+
+run = _ui.current_run()
+if run is None:
+    _ui.empty_state("No run selected.")
+    st.stop()
+
+ov = run.overview()
+mode, opts, paused, x_slot = header(run, ov)
+with st.spinner("Reading the run's metrics…"):
+    index = series_index(run.path, run.metrics())
+x = _charts.x_axis(x_choices(index), container=x_slot)
+
+
+@st.fragment(run_every=None if paused else 5.0)
+def charts() -> None:
+    """Re-reads only appended bytes on every tick while the run is running and not paused."""
+    idx = series_index(run.path, run.metrics()) if not paused else index
+    if idx.rows == 0:
+        _ui.empty_state("This run has no metrics yet.")
+        _ui.problems_panel(run)
+        return
+    if mode == "all":
+        all_metrics_view(idx, x, opts)
+    else:
+        sections_view(run, ov, idx, x, opts)
+
+
+charts()
