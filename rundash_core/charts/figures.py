@@ -96,7 +96,7 @@ def _traces(s: Series, color: str, opts: ChartOptions, xscale: float) -> tuple[l
 
 
 def build_chart(title: str, series: list[Series], opts: ChartOptions = ChartOptions(), *,
-                colors: dict[str, str] | None = None, height: int = HEIGHT) -> Chart:
+                colors: dict[str, str] | None = None, height: int = HEIGHT, subtitle: str | None = None) -> Chart:
     """One panel's figure. `colors` maps a series label to its colour (Compare keeps one colour
     per run); otherwise series take the palette in order."""
     series = [s for s in series if len(s)]
@@ -113,6 +113,9 @@ def build_chart(title: str, series: list[Series], opts: ChartOptions = ChartOpti
         traces += t
         points = max(points, n)
     layout = _layout(title, kind, unit, height, opts, series)
+    if subtitle:
+        layout["title"]["subtitle"] = {"text": plotly_text(subtitle), "font": {"size": 10}}
+        layout["margin"]["t"] = 56
     fig = go.Figure({"data": traces, "layout": layout}, _validate=False)
     return Chart(title, fig, series, points)
 

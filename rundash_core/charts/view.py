@@ -29,12 +29,19 @@ def panel_chart(index: SeriesIndex, title: str, keys: Iterable[str], x: str, opt
     series: list[Series] = []
     for key in keys:
         series += index.series(key, x=x)
-    chart = build_chart(title, series, opts)
+    keys = list(keys)
+    chart = build_chart(title, series, opts, subtitle=matched_keys(keys) if keys != [title] else None)
     if not series and x not in (X_STEP, X_TIME):
         chart.note = f"no step shared with the x-axis metric {x}"
     elif not series and x == X_TIME:
         chart.note = "this run's records carry no timestamps: plot against step"
     return chart
+
+
+def matched_keys(keys: list[str], shown: int = 3) -> str:
+    """The keys a panel matched, as its subtitle (long lists end in `+N`)."""
+    head = ", ".join(keys[:shown])
+    return head + (f" +{len(keys) - shown}" if len(keys) > shown else "")
 
 
 def section_charts(index: SeriesIndex, section, x: str, opts: ChartOptions) -> list[Chart]:
