@@ -15,6 +15,7 @@ run = _ui.sidebar(dirs, roots, is_demo)
 nav = st.navigation([
     st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
     st.Page("pages/metrics.py", title="Metrics", icon=":material/monitoring:"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("pages/config.py", title="Config", icon=":material/settings:"),
 ])
 nav.run()

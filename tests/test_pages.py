@@ -17,7 +17,7 @@ from rundash_core.present import format_time, md_escape
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-PAGES = ["pages/overview.py", "pages/config.py"]
+PAGES = ["pages/overview.py", "pages/metrics.py", "pages/compare.py", "pages/config.py"]
 
 
 @pytest.fixture
@@ -272,5 +272,6 @@ def test_every_page_renders_every_kind_of_demo_run(monkeypatch, tmp_path):
         assert not at.exception, run_id
         ov = rd.open_run(path).overview()
         assert card_of(at)["MODEL"] == md_escape(ov.model or "n/a"), run_id
-        at.switch_page("pages/config.py").run()
-        assert not at.exception, run_id
+        for page in PAGES[1:]:
+            at.switch_page(page).run()
+            assert not at.exception, (run_id, page)

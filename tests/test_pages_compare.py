@@ -1,0 +1,112 @@
+"""The Compare page through AppTest on the built-in demo runs (every kind)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import rundash_core as rd
+from rundash_core import cache
+from rundash_core.compare import config_diff
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory):
+    from rundash_core import demo
+
+    folder = demo.ensure_demo(tmp_path_factory.mktemp("demo") / "demo")
+    return folder, rd.discover([folder])
+
+
+def compare_page(monkeypatch, folder, runs: list[str], **query) -> AppTest:
+    monkeypatch.setenv("RUNDASH_DIRS", str(folder))
+    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
+    cache.shared.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.query_params["run"] = runs[0] if runs else ""
+    if runs:
+        at.query_params["runs"] = runs
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    out = {}
+    for f in at.get("plotly_chart"):
+        spec = json.loads(f.proto.spec)
+        out[spec["layout"]["title"]["text"]] = spec
+    return out
+
+
+def lines(spec: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in spec["data"] if t.get("showlegend", True) is not False}
+
+
+def test_runs_of_every_kind_overlay_with_one_colour_per_run(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    ids = runs["run_id"].tolist()
+    at = compare_page(monkeypatch, folder, ids)
+    shown = charts(at)
+    reward = lines(shown["reward"])
+    kinds = dict(zip(runs["run_id"], runs["kind"]))
+    assert {kinds[r] for r in reward} == {"prime-rl", "verl", "swe-lego-rl", "relax"}
+    colours = {name: t["line"]["color"] for name, t in reward.items()}
+    assert len(set(colours.values())) == len(colours)
+    for title in ("response length", "entropy"):
+        for name, t in lines(shown[title]).items():
+            assert t["line"]["color"] == colours.get(name, t["line"]["color"]), (title, name)
+    aliases = at.dataframe[0].value
+    assert {"reward", "entropy", "KL", "grad norm", "response length", "throughput", "val score"} <= set(aliases["alias"])
+
+
+def test_summary_table_matches_the_runs_metrics(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    verl = runs[runs["kind"] == "verl"].iloc[0]
+    relax = runs[runs["kind"] == "relax"].iloc[0]
+    at = compare_page(monkeypatch, folder, [verl["run_id"], relax["run_id"]], metrics=["reward"])
+    table = [d.value for d in at.dataframe if "step_of_best" in d.value.columns][0]
+    row = table[(table["run"] == verl["run_id"]) & (table["metric"] == "reward")].iloc[0]
+    m = rd.open_run(verl["path"]).metrics()
+    score = m[m["metric"] == "critic/score/mean"].sort_values("step")
+    assert row["last"] == pytest.approx(score["value"].iloc[-1])
+    assert row["max"] == pytest.approx(score["value"].max()) and row["min"] == pytest.approx(score["value"].min())
+    assert row["step_of_best"] == score.loc[score["value"].idxmax(), "step"]
+    assert set(table["run"]) == {verl["run_id"], relax["run_id"]}
+
+
+def test_config_diff_and_group_by_a_config_key(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    prime = runs[(runs["kind"] == "prime-rl") & (runs["flavor"] == "rl")]
+    ids = prime["run_id"].tolist()
+    assert len(ids) == 3
+    at = compare_page(monkeypatch, folder, ids)
+    diff = [d.value for d in at.dataframe if d.value.index.name == "key"][0]
+    configs = {r: rd.open_run(p).config() for r, p in zip(prime["run_id"], prime["path"])}
+    assert list(diff.index) == list(config_diff(configs).index)
+    assert "inference.parallel.dp" in diff.index and diff.loc["inference.parallel.dp"].tolist() == ["2", "2", "1"]
+    full = config_diff(configs, differences_only=False)
+    assert len(full) > len(diff)  # equal keys are hidden by "differences only"
+
+    at = compare_page(monkeypatch, folder, ids, group="inference.parallel.dp", metrics=["reward"])
+    band = [s for t, s in charts(at).items() if t == "reward" and any("(n=" in n for n in lines(s))]
+    assert band, list(charts(at))
+    names = sorted(lines(band[0]))
+    assert names == ["1 (n=1)", "2 (n=2)"]
+
+
+def test_run_name_filter_and_fewer_than_two_runs(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    at = compare_page(monkeypatch, folder, [], match="qwen3-0\\.6b")
+    options = at.multiselect(key="runs").options
+    assert options and all("qwen3-0.6b" in o for o in options)
+    assert len(options) == sum("qwen3-0.6b" in r for r in runs["run_id"])
+    assert any("two or more runs" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
