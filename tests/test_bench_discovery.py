@@ -24,11 +24,11 @@ def test_generated_logs_and_contenders(tmp_path):
 
 def test_verify_catches_a_wrong_step(tmp_path, monkeypatch):
     bench.build_logs(str(tmp_path / "logs"), 4, 0.2)
-    from rundash_core.sources import verl
+    from rundash_core.sources import verl_summary
 
-    real = verl.VerlRun.brief
-    monkeypatch.setattr(verl.VerlRun, "brief", lambda self: (lambda b: b and __import__("dataclasses").replace(
-        b, step=(b.step or 0) + 1))(real(self)))
+    real = verl_summary.quick_brief  # what discovery builds a verl row from
+    monkeypatch.setattr(verl_summary, "quick_brief", lambda log, name: (lambda b: b and __import__("dataclasses").replace(
+        b, step=(b.step or 0) + 1))(real(log, name)))
     result = bench.verify(str(tmp_path / "logs"), sample=4)
     assert not result["ok"] and result["off"] == 4
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -203,7 +204,7 @@ def _no_reads(monkeypatch):
     def fail(*a, **k):
         raise AssertionError("discover read a log")
 
-    monkeypatch.setattr(verl_summary, "read_ends", fail)
+    monkeypatch.setattr(verl_summary, "open_ends", fail)
     monkeypatch.setattr(verl_text, "read_range", fail)
     monkeypatch.setattr(verl_text, "read_tail", fail)
 
@@ -299,3 +300,42 @@ def test_quick_head_searches_the_config_print_and_falls_back():
     # no line end after the trainer section (a cut print): the whole head is searched, as before
     cut = cfg.rstrip(b"}\n") + b", 'x': 1"
     assert quick_head(cut).experiment == "exp-a"
+
+
+def test_digest_reads_on_only_where_a_field_is_not_in_the_first_bytes(tmp_path):
+    """16 KiB of each end first; the last step further up, a config print behind many `{` and
+    past 64 KiB, and a file logger the config names are still found (by reading on)."""
+    from rundash_core.sources.verl_summary import read_digest
+
+    noise = b"(WorkerDict pid=2) {'not': 'the config'} " + b"x" * 60 + b"\n"
+    cfg = (b"(TaskRunner pid=1) {'actor_rollout_ref': {'model': {'path': 'org/actor'}},\n"
+           b"(TaskRunner pid=1)  'trainer': {'experiment_name': 'deep', 'logger': ['console', 'file'],\n"
+           b"(TaskRunner pid=1)              'total_training_steps': 40}}\n")
+    log = tmp_path / "deep.log"
+    log.write_bytes(b"2025-06-18 16:49:37,706\tINFO start\n" + noise * 800 + cfg
+                    + b"(TaskRunner pid=1) Creating file logger at out/deep.jsonl\n"
+                    + b"(TaskRunner pid=1) step:7 - a:1.0\n" + b"(WorkerDict pid=2) tail noise\n" * 2000)
+    d = read_digest(str(log))
+    assert (d.tail.last_step, d.head.experiment, d.max_steps, d.model, d.file_logger) == (7, "deep", 40, "org/actor",
+                                                                                        "out/deep.jsonl")
+    assert d.started == time.mktime((2025, 6, 18, 16, 49, 37, 0, 0, -1))
+    no_file = log.read_bytes().replace(b"['console', 'file']", b"['console']")
+    log.write_bytes(no_file)
+    assert read_digest(str(log)).file_logger is None  # the config says there is no file logger
+
+
+def test_digest_without_a_config_total_reads_the_head_window(tmp_path):
+    """max_steps: the config's total, else the tail's tqdm total, else the head's (searched in the
+    first 64 KiB), else the SFT step count; the tail's final-validation print."""
+    from rundash_core.sources.verl_summary import read_digest
+
+    bar = b"Training Progress:   0%|          | 0/210 [00:00<?, ?it/s]\n"
+    filler = b"(TaskRunner pid=1) step:%d - a:1.0\n"
+    log = tmp_path / "bar.log"
+    log.write_bytes(b"x\n" * 100 + bar + b"".join(filler % i for i in range(1, 3000)))
+    assert read_digest(str(log)).max_steps == 210
+    log.write_bytes(b"x\n" * 40000 + bar + b"".join(filler % i for i in range(1, 3000)))  # bar past 64 KiB
+    assert read_digest(str(log)).max_steps is None
+    log.write_bytes(b"".join(filler % i for i in range(1, 3000)) + b"(TaskRunner pid=1) Final validation metrics: {}\n")
+    d = read_digest(str(log))
+    assert d.tail.final_validation and d.tail.last_step == 2999

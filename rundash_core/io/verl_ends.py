@@ -1,5 +1,7 @@
-"""The ends of a verl console log, for discovery: the first and last bytes in one open and at most
-two reads (`read_ends`), and targeted byte searches over them (`quick_head`, `quick_tail`).
+"""The ends of a verl console log, for discovery: small reads of the first and last bytes, widened
+only when a field is not found there (`LogEnds`), and targeted byte searches over them
+(`quick_head`, `quick_tail`). No line splitting, no config or metric-line parse: the runs list
+of hundreds of logs must cost little more than a stat per log.
 """
 from __future__ import annotations
 
@@ -7,38 +9,13 @@ import os
 import re
 from dataclasses import dataclass
 
-HEAD_BYTES = 1 << 20  # what the head summary reads (and SWE-Lego's 256 KiB probe within it)
-TAIL_BYTES = 256 << 10  # SWE-Lego's tail probe; the tail summary's 64 KiB window within it
+FIRST_BYTES = 16 << 10  # what is read of each end first; a file of up to twice this is read whole
+TAIL_STEPS = (16 << 10, 64 << 10, 1 << 20)  # the tail windows the last `step:N - ` is looked for in
+HEAD_BYTES = 64 << 10  # the head window of the rarely needed fields (tqdm total, SFT step count, …)
+CONFIG_BYTES = 256 << 10  # the config print is looked for this far into the file
+LOGGER_BYTES = 256 << 10  # `Creating file logger at` is looked for this far (only with a 'file' logger)
+CONFIG_WINDOW = 64 << 10  # the config print is searched for its sections within this much of its start
 
-
-@dataclass
-class LogEnds:
-    """The first and last bytes of one log, read once (a file of up to head + tail bytes is read
-    whole and both are slices of it)."""
-
-    head: bytes
-    tail: bytes
-    tail_start: int
-    size: int
-
-
-def read_ends(path: str, head: int = HEAD_BYTES, tail: int = TAIL_BYTES) -> LogEnds:
-    """One open, at most two reads. Raises OSError like open()."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        if size <= head + tail:
-            data = os.pread(fd, size, 0)
-            return LogEnds(data[:head], data[max(len(data) - tail, 0):], max(len(data) - tail, 0), len(data))
-        first = os.pread(fd, head, 0)
-        return LogEnds(first, os.pread(fd, tail, size - tail), size - tail, size)
-    finally:
-        os.close(fd)
-
-
-# Quick reads for the runs list: targeted byte searches, no config or metric-line parse ----------
-PROBE_BYTES = 256 << 10  # the head and tail bytes discovery reads (SWE-Lego's probes)
-WINDOW_BYTES = 64 << 10  # the tail window the last step is searched in
 _STEP_AT = re.compile(rb"step:(\d+) - ")
 _STR = rb"'((?:[^'\\\n]|\\.)*)'"
 _EXPERIMENT = re.compile(rb"'experiment_name': " + _STR)
@@ -47,20 +24,57 @@ _PATH = re.compile(rb"'path': (?:" + _STR + rb"|None)")
 _PARTIAL = re.compile(rb"'partial_pretrain': (?:" + _STR + rb"|None)")
 _VAL_KEY = re.compile(rb"(val(?:-core/|-aux/|/test_score/)[^\s:']+):")
 _PROGRESS = re.compile(rb"Training Progress:\s+\d+%\|[^|]*\|\s*\d+/(\d+) \[")
+_SFT_STEPS = re.compile(rb"Number of steps/epoch \d+, number of epochs \d+, total number of steps (\d+)")
+_STAMP = re.compile(rb"20\d\d-[01]\d-[0-3]\d[ T][0-2]\d:[0-5]\d:[0-5]\d")  # a literal prefix: fast search
 _CONFIG_STARTS = (b"{'actor_rollout_ref'", b"{'data'")
 
 
+class LogEnds:
+    """The first and last bytes of one open log. `head(n)` / `tail(n)` read more only when asked
+    for more than was read; a small file is read whole, once."""
+
+    def __init__(self, fd: int, size: int):
+        self.fd, self.size = fd, size
+        if size <= 2 * FIRST_BYTES:
+            self._head = os.pread(fd, size, 0)
+            self._tail, self.tail_start = self._head, 0
+        else:
+            self._head = os.pread(fd, FIRST_BYTES, 0)
+            self.tail_start = size - FIRST_BYTES
+            self._tail = os.pread(fd, FIRST_BYTES, self.tail_start)
+
+    def head(self, n: int) -> bytes:
+        if len(self._head) < min(n, self.size):
+            self._head += os.pread(self.fd, min(n, self.size) - len(self._head), len(self._head))
+        return self._head
+
+    def tail(self, n: int) -> bytes:
+        start = max(self.size - n, 0)
+        if start < self.tail_start:
+            self._tail = os.pread(self.fd, self.tail_start - start, start) + self._tail
+            self.tail_start = start
+        return self._tail
+
+
+def open_ends(path: str) -> tuple[int, LogEnds]:
+    """(fd, its ends); the caller closes fd. Raises OSError like open()."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return fd, LogEnds(fd, os.fstat(fd).st_size)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+# The head: the config print's fields, the start time ----------------------------------------------
 @dataclass(frozen=True)
 class QuickHead:
     experiment: str | None = None
     total_steps: int | None = None
     models: tuple = ()  # candidate model paths in config_model's order (None: absent)
     flavor: str = "rl"
-
-
-def _find(pattern, data: bytes, start: int, end: int = -1):
-    m = pattern.search(data, start, len(data) if end < 0 else end)
-    return m
+    file_logger: bool = True  # the config's trainer.logger may hold 'file' (or says nothing)
+    end: int = 0  # where the config print ends (0: none found)
 
 
 def _str_value(m) -> str | None:
@@ -69,21 +83,29 @@ def _str_value(m) -> str | None:
     return m.group(1).decode("utf-8", "replace")
 
 
-CONFIG_WINDOW = 64 << 10  # the config print is searched for its sections within this much of its start
+def _at(pattern, data: bytes, literal: bytes, lo: int, hi: int):
+    """`pattern.search(data, lo, hi)` for a pattern that starts with `literal`: found by
+    `bytes.find` (faster than the regex engine's scan), matched there, and on from there."""
+    while (at := data.find(literal, lo, hi)) >= 0:
+        if (m := pattern.match(data, at, hi)) is not None:
+            return m
+        lo = at + 1
+    return None
 
 
-def config_start(data: bytes) -> int:
-    """Where the first config print starts in `data` (-1: none); `{'data'` is searched only before
-    the first `{'actor_rollout_ref'`."""
-    rl = data.find(_CONFIG_STARTS[0])
-    sft = data.find(_CONFIG_STARTS[1], 0, len(data) if rl < 0 else rl)
+def config_start(data: bytes, end: int = -1) -> int:
+    """Where the first config print starts in `data[:end]` (-1: none); `{'data'` is searched only
+    before the first `{'actor_rollout_ref'`."""
+    end = len(data) if end < 0 else end
+    rl = data.find(_CONFIG_STARTS[0], 0, end)
+    sft = data.find(_CONFIG_STARTS[1], 0, end if rl < 0 else rl)
     return sft if sft >= 0 else rl
 
 
 def _config_end(data: bytes, pos: int) -> int:
     """The end of the config print at `pos`: its `trainer` section is the last (pprint sorts keys),
     so the end is the first line ending in `}` (not `},`) after `'trainer': {` within the window;
-    -1 when that is not found there (then the searches run over all of `data`, as before)."""
+    -1 when that is not found there (then the searches run over all of `data`)."""
     window = min(pos + CONFIG_WINDOW, len(data))
     trainer = data.find(b"'trainer': {", pos, window)
     if trainer < 0:
@@ -92,37 +114,99 @@ def _config_end(data: bytes, pos: int) -> int:
     return -1 if end < 0 else end + 1
 
 
-def quick_head(data: bytes) -> QuickHead:
+def _find_at(data: bytes, byte: bytes, needles: tuple, lo: int, hi: int, tries: int = 64) -> int:
+    """The first offset in `data[lo:hi]` where one of `needles` (all starting with `byte`, a byte
+    rare in logs) starts: memchr-speed hops to each `byte`, `bytes.find` after `tries` misses."""
+    for _ in range(tries):
+        at = data.find(byte, lo, hi)
+        if at < 0 or any(data.startswith(n, at) for n in needles):
+            return at
+        lo = at + 1
+    hits = [at for n in needles if (at := data.find(n, lo, hi)) >= 0]
+    return min(hits) if hits else -1
+
+
+def first_of(ends: LogEnds, needles: tuple, limit: int, hop: bytes = b"") -> tuple[bytes, int]:
+    """(head bytes, the first offset of any of `needles` within `limit` bytes, or -1), reading on
+    in doubling steps and searching only what each step added (hopping to each `hop` byte, when
+    given, see `_find_at`)."""
+    data, done = ends.head(FIRST_BYTES), 0
+    while True:
+        stop = min(len(data), limit)
+        lo = max(done - max(map(len, needles)), 0)
+        if hop:
+            at = _find_at(data, hop, needles, lo, stop)
+        else:
+            hits = [at for n in needles if (at := data.find(n, lo, stop)) >= 0]
+            at = min(hits) if hits else -1
+        if at >= 0 or stop >= min(limit, ends.size):
+            return data, at
+        done, data = stop, ends.head(2 * stop)
+
+
+def find_config(ends: LogEnds) -> tuple[bytes, int, int]:
+    """(head bytes, config start, config end) reading on only as far as needed: the start (the
+    first `{'actor_rollout_ref'` or `{'data'`, as `config_start`) within CONFIG_BYTES, the end
+    within CONFIG_WINDOW of it; (…, -1, -1) without a config print."""
+    data, pos = first_of(ends, _CONFIG_STARTS, CONFIG_BYTES, b"{")  # `{` is rare before the config print
+    if pos < 0:
+        return data, -1, -1
+    while True:
+        end = _config_end(data, pos)
+        if end >= 0 or len(data) >= min(pos + CONFIG_WINDOW, ends.size):
+            return data, pos, end
+        data = ends.head(min(2 * len(data), pos + CONFIG_WINDOW))
+
+
+def quick_head(data: bytes, pos: int | None = None, end: int | None = None) -> QuickHead:
     """The fields the runs list shows from the first config print in `data`, by targeted byte
     searches (pprint sorts keys: `trainer` is the last top-level section) within the config print
     (found within `CONFIG_WINDOW` of its start; else over all of `data`)."""
-    pos = config_start(data)
+    pos = config_start(data) if pos is None else pos
     if pos < 0:
         return QuickHead()
     rl = data.startswith(_CONFIG_STARTS[0], pos)
-    end = _config_end(data, pos)
-    if end < 0:
-        end = len(data)
-    trainer = data.find(b"'trainer': {", pos, end)
+    end = _config_end(data, pos) if end is None else end
+    stop = len(data) if end < 0 else end
+    trainer = data.find(b"'trainer': {", pos, stop)
     exp = total = None
+    logger = True
     if trainer >= 0:
-        exp = _str_value(_find(_EXPERIMENT, data, trainer, end))
-        m = _find(_TOTAL, data, trainer, end)
+        exp = _str_value(_at(_EXPERIMENT, data, b"'experiment_name': ", trainer, stop))
+        m = _at(_TOTAL, data, b"'total_training_steps': ", trainer, stop)
         total = int(m.group(1)) if m is not None and m.group(1) != b"None" else None
+        at = data.find(b"'logger': [", trainer, stop)
+        close = data.find(b"]", at, stop) if at >= 0 else -1
+        logger = close < 0 or data.find(b"'file'", at, close) >= 0
     models: list = []
+    model = data.find(b"'model': {", pos, stop)
     if rl:
-        model = data.find(b"'model': {", pos, end)
-        models.append(_str_value(_find(_PATH, data, model, end)) if model >= 0 else None)
-        critic = data.find(b"'critic': {", pos, end)
-        cmodel = data.find(b"'model': {", critic, end) if critic >= 0 else -1
-        models.append(_str_value(_find(_PATH, data, cmodel, end)) if cmodel >= 0 else None)
+        models.append(_str_value(_at(_PATH, data, b"'path': ", model, stop)) if model >= 0 else None)
+        critic = data.find(b"'critic': {", pos, stop)
+        cmodel = data.find(b"'model': {", critic, stop) if critic >= 0 else -1
+        models.append(_str_value(_at(_PATH, data, b"'path': ", cmodel, stop)) if cmodel >= 0 else None)
     else:
-        model = data.find(b"'model': {", pos, end)
-        models += [_str_value(_find(_PARTIAL, data, model, end)) if model >= 0 else None,
-                   _str_value(_find(_PATH, data, model, end)) if model >= 0 else None]
-    return QuickHead(exp, total, tuple(models), "rl" if rl else "sft")
+        models += [_str_value(_at(_PARTIAL, data, b"'partial_pretrain': ", model, stop)) if model >= 0 else None,
+                   _str_value(_at(_PATH, data, b"'path': ", model, stop)) if model >= 0 else None]
+    return QuickHead(exp, total, tuple(models), "rl" if rl else "sft", logger, max(end, 0))
 
 
+def first_stamp(data: bytes, start: int = 0) -> bytes | None:
+    """The first `YYYY-MM-DD HH:MM:SS` in `data[start:]` not preceded by a digit."""
+    while (m := _STAMP.search(data, start)) is not None:
+        if m.start() == 0 or not data[m.start() - 1:m.start()].isdigit():
+            return m.group()
+        start = m.start() + 1
+    return None
+
+
+def head_search(ends: LogEnds, pattern, literal: bytes, limit: int):
+    """`pattern` searched at the first `literal` in the first `limit` bytes."""
+    data, at = first_of(ends, (literal,), limit)
+    return pattern.search(data, at) if at >= 0 else None
+
+
+# The tail: the last step, the tqdm total, the final-validation print ------------------------------
 @dataclass(frozen=True)
 class QuickTail:
     last_step: int | None = None
@@ -131,49 +215,46 @@ class QuickTail:
     keys: tuple = ()
 
 
-def _window(data: bytes, cut: bool) -> bytes:
-    if cut:
-        data = data[data.find(b"\n") + 1:]  # the first line is cut
-    return data[: data.rfind(b"\n") + 1]  # a partial last line is not read yet
-
-
-def _last_step(data: bytes) -> int | None:
-    end = len(data)
-    while (pos := data.rfind(b"step:", 0, end)) >= 0:
-        m = _STEP_AT.match(data, pos)
+def _last_step(data: bytes, lo: int, hi: int) -> int | None:
+    while (pos := data.rfind(b"step:", lo, hi)) >= 0:
+        m = _STEP_AT.match(data, pos, hi)
         if m is not None and (pos == 0 or not (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/")):
             return int(m.group(1))
-        end = pos
+        hi = pos
     return None
 
 
-def _val_keys(data: bytes) -> list[bytes]:
-    return [m.group(1) for m in _VAL_KEY.finditer(data)
-            if m.start() == 0 or not (data[m.start() - 1:m.start()].isalnum() or data[m.start() - 1] in b"_/'")]
+def _val_keys(data: bytes, lo: int, hi: int) -> list[bytes]:
+    """The validation keys of the last metric line in `data[lo:hi]` that has any (a regex pass
+    over that line, not over the window)."""
+    while (at := max(data.rfind(b"val-", lo, hi), data.rfind(b"val/test_score/", lo, hi))) >= 0:
+        start, end = max(data.rfind(b"\n", lo, at) + 1, lo), data.find(b"\n", at, hi)
+        keys = [m.group(1) for m in _VAL_KEY.finditer(data, start, end)
+                if m.start() == 0 or not (data[m.start() - 1:m.start()].isalnum() or data[m.start() - 1] in b"_/'")]
+        if keys:
+            return keys
+        hi = start
+    return []
 
 
-def quick_tail(path: str, tail: bytes, tail_start: int) -> QuickTail:
-    """The last step (a backwards search for the last `step:N - `), the last tqdm total, the
-    final-validation marker and the validation keys of the last 64 KiB (1 MiB when that holds no
-    metric line)."""
-    for nbytes in (WINDOW_BYTES, 1 << 20):
-        if len(tail) >= nbytes or tail_start == 0:
-            data, start = tail[-nbytes:], tail_start + max(len(tail) - nbytes, 0)
-        else:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                start = max(os.fstat(fd).st_size - nbytes, 0)
-                data = os.pread(fd, nbytes, start)
-            finally:
-                os.close(fd)
-        data = _window(data, start > 0)
-        step = _last_step(data)
-        if step is not None or start == 0:
+def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
+    """The last step (a backwards search for the last `step:N - `) in the last 16 KiB (64 KiB,
+    1 MiB when that holds none), and in the same window the final-validation print, the
+    validation keys and (when `progress`: the config gives no total) the last tqdm total."""
+    for nbytes in TAIL_STEPS:
+        data = ends.tail(nbytes)
+        lo = data.find(b"\n") + 1 if ends.tail_start > 0 else 0  # the first line is cut
+        hi = data.rfind(b"\n") + 1  # a partial last line is not read yet
+        step = _last_step(data, lo, hi)
+        if step is not None or ends.tail_start == 0:
             break
-    p = data.rfind(b"Training Progress:")
-    m = _PROGRESS.match(data, p) if p >= 0 else None
-    if m is None and p >= 0:
-        m = ([None] + list(_PROGRESS.finditer(data)))[-1]
-    keys = tuple(dict.fromkeys(k.decode("utf-8", "replace") for k in 
-                      _val_keys(data))) if b"val" in data else ()
-    return QuickTail(step, int(m.group(1)) if m else None, b"Final validation metrics" in data, keys)
+    total = None
+    p = hi if progress else -1
+    while p >= 0 and (p := data.rfind(b"Training Progress:", lo, p)) >= 0:
+        m = _PROGRESS.match(data, p, hi)
+        if m is not None:
+            total = int(m.group(1))
+            break
+    keys = tuple(dict.fromkeys(k.decode("utf-8", "replace") for k in _val_keys(data, lo, hi)))
+    final = _find_at(data, b"F", (b"Final validation metrics",), lo, hi) >= 0
+    return QuickTail(step, total, final, keys)

@@ -68,6 +68,13 @@ def named_exp_dirs(data: bytes) -> list[str]:
     return list(dict.fromkeys(m.group(1).decode("utf-8", "replace") for m in NAMED_EXP.finditer(data)))
 
 
+def names_exp_dirs(data: bytes, lo: int, hi: int) -> bool:
+    """Whether `data[lo:hi]` names an exp dir (detection): one literal search, the regex only
+    where `harbor_trials` occurs."""
+    at = data.find(b"harbor_trials", lo, hi)
+    return at >= 0 and NAMED_EXP.search(data, max(data.rfind(b"\n", lo, at) + 1, lo), hi) is not None
+
+
 def _stamp(name: str) -> tuple[str, float] | None:
     m = EXP_STAMP.match(name)
     if not m:

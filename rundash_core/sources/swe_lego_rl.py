@@ -42,7 +42,7 @@ from .verl import VerlRun
 from .verl_summary import is_log_name, log_digest, stem
 
 KIND = "swe-lego-rl"
-PROBE_BYTES = 256 << 10  # detection reads at most this much of the head and of the tail
+PROBE_BYTES = 16 << 10  # detection searches this much of the head and of the tail (io.verl_ends.FIRST_BYTES)
 CHUNK_BYTES = 16 << 20
 DEFAULT_N = 8
 LOW_COVERAGE = 0.5
@@ -58,8 +58,8 @@ SAMPLE_COLUMNS = ("sample_id", "split", "step", "trainer_step", *harbor.TRIAL_CO
 # Finding runs ------------------------------------------------------------------------------------
 def is_run_file(path: str) -> bool:
     """A console log (named as verl's) with linked trial dirs: the sibling
-    `harbor_trials/*/<exp>` folder, or `harbor_trials/.../step_N` paths in the first or last
-    256 KiB. No full parse."""
+    `harbor_trials/*/<exp>` folder (one stat per folder), else `harbor_trials/.../step_N` paths
+    in the first or last 16 KiB (`PROBE_BYTES`, the bytes discovery reads anyway). No full parse."""
     if not is_log_name(os.path.basename(path)) or file_id(path) is None:
         return False
     if harbor.sibling_exp_dirs(path, stem(path)):

@@ -1,9 +1,10 @@
 """What a verl log says about its run without a full parse: which files are runs (`find_runs`,
 `is_run_file`), the head summary kept per log (`HeadCache`), the digest discovery reads from a
-log's ends (`log_digest`) and the fields of a runs-list row (`Brief`, from the resolved config).
+log's ends (`log_digest`) and the fields of a runs-list row (`Brief`, `quick_brief`).
 """
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import sys
@@ -14,10 +15,10 @@ import pandas as pd
 
 from .. import cache
 from ..io.files import file_id, read_range
-from ..io.files import file_id
-from ..io.verl_ends import PROBE_BYTES, QuickHead, QuickTail, quick_head, quick_tail, read_ends
+from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config, first_stamp,
+                            head_search, open_ends, quick_head, quick_tail)
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
-from ..io.verl_text import _FILE_LOGGER, _TIMESTAMP, HeadSummary, head_summary
+from ..io.verl_text import _FILE_LOGGER, HeadSummary, head_summary
 from . import harbor
 from ..io.configs import dig
 
@@ -107,9 +108,10 @@ def model_name(path) -> str | None:
 
 @dataclass(frozen=True)
 class Digest:
-    """What discovery needs from one version of a log, from one read of each end (256 KiB):
-    whether they name Harbor trial dirs (SWE-Lego-RL), the config fields the runs list shows
-    (targeted byte searches of the head) and the tail's last step and markers."""
+    """What discovery needs from one version of a log, from small reads of its ends (16 KiB each,
+    read on only where a field is not there): whether they name Harbor trial dirs (SWE-Lego-RL),
+    the config fields the runs list shows (targeted byte searches of the head) and the tail's
+    last step and markers. `model`, `max_steps` and `eval_envs` are derived once, when read."""
 
     names_trials: bool
     head: QuickHead
@@ -118,11 +120,9 @@ class Digest:
     file_logger: str | None = None
     head_progress: int | None = None  # read only when the config and the tail give no total
     sft_total: int | None = None  # read only when neither they nor the head's progress bar do
-
-
-def _search(pattern, data: bytes, literal: bytes):
-    at = data.find(literal)
-    return pattern.search(data, at) if at >= 0 else None
+    model: str | None = None
+    max_steps: int | None = None
+    eval_envs: tuple = ()
 
 
 _ENTRY_BYTES = 800  # a cached (fingerprint, Digest | Brief): the tuples, dataclasses, ints and floats
@@ -135,7 +135,7 @@ def entry_size(strings) -> int:
 
 
 def digest_size(d: "Digest") -> int:
-    return entry_size((d.head.experiment, *d.head.models, d.file_logger, *d.tail.keys))
+    return entry_size((d.head.experiment, *d.head.models, d.file_logger, *d.tail.keys, d.model, *d.eval_envs))
 
 
 def log_digest(path: str) -> Digest | None:
@@ -144,42 +144,94 @@ def log_digest(path: str) -> Digest | None:
     fp = file_id(path)
     if fp is None:
         return None
-    return cache.shared.current(("verl-digest", path), fp, lambda: _read_digest(path), size=digest_size)
+    return cache.shared.current(("verl-digest", path), fp, lambda: read_digest(path), size=digest_size)
 
 
-def _read_digest(path: str) -> Digest | None:
+def read_digest(path: str) -> Digest | None:
+    """One open; the reads `LogEnds` needs (two of 16 KiB for most logs)."""
     try:
-        ends = read_ends(path, PROBE_BYTES, PROBE_BYTES)
+        fd, ends = open_ends(path)
     except OSError:
         return None
-    named = bool(harbor.named_exp_dirs(ends.head) or harbor.named_exp_dirs(ends.tail))
-    head = ends.head[: ends.head.rfind(b"\n") + 1] if ends.size > len(ends.head) else ends.head
-    started = logger = None
-    if (m := _TIMESTAMP.search(head)) is not None:
-        try:
-            started = time.mktime(time.strptime(b" ".join(m.groups()).decode(), "%Y-%m-%d %H:%M:%S"))
-        except (ValueError, OverflowError):
-            pass
-    if (m := _search(_FILE_LOGGER, head, b"Creating file logger at ")) is not None:
-        logger = clean_piece(m.group(1).decode("utf-8", "replace"))[1].strip() or None
-    qh, qt = quick_head(head), quick_tail(path, ends.tail, ends.tail_start)
+    try:
+        return _digest(ends)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _stamp_seconds(stamp: bytes | None) -> float | None:
+    """`YYYY-MM-DD HH:MM:SS` (local time) → epoch seconds, as strptime + mktime would (no
+    strptime: it costs more than the rest of a log's digest)."""
+    if stamp is None:
+        return None
+    y, mo, d, h, mi, s = (int(stamp[a:b]) for a, b in ((0, 4), (5, 7), (8, 10), (11, 13), (14, 16), (17, 19)))
+    try:
+        datetime.date(y, mo, d)
+        if h > 23 or mi > 59 or s > 61:
+            return None
+        return time.mktime((y, mo, d, h, mi, s, 0, 0, -1))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _digest(ends: LogEnds) -> Digest:
+    data, pos, end = find_config(ends)
+    qh = quick_head(data, pos, end) if pos >= 0 else QuickHead()
+    qt = quick_tail(ends, progress=not (qh.total_steps is not None and qh.total_steps > 0))
+    first, last = ends.head(FIRST_BYTES), ends.tail(FIRST_BYTES)
+    named = harbor.names_exp_dirs(first, 0, min(len(first), FIRST_BYTES)) or harbor.names_exp_dirs(
+        last, max(len(last) - FIRST_BYTES, 0), len(last))
+    stamp = first_stamp(data)  # the first wall-clock stamp of what was read, else of the head window
+    if stamp is None and len(data) < min(HEAD_BYTES, ends.size):
+        stamp = first_stamp(ends.head(HEAD_BYTES), max(len(data) - 32, 0))
+    logger = None
+    if qh.file_logger:  # the config's trainer.logger holds 'file', or there is no config to say
+        m = head_search(ends, _FILE_LOGGER, b"Creating file logger at ", LOGGER_BYTES)
+        if m is not None:
+            logger = clean_piece(m.group(1).decode("utf-8", "replace"))[1].strip() or None
     progress = sft = None
     if not (qh.total_steps is not None and qh.total_steps > 0 or qt.progress_total):  # else not needed
-        progress = _search(PROGRESS, head, b"Training Progress:")  # (digest_max_steps)
-        sft = None if progress else _search(SFT_STEPS, head, b"Number of steps/epoch")
-    return Digest(named, qh, qt, started, logger,
-                  int(progress.group(1)) if progress else None, int(sft.group(1)) if sft else None)
+        # the PPO trainer's tqdm total, else the SFT trainer's step count (each prints only its own)
+        window = max(HEAD_BYTES, qh.end)
+        if pos < 0 or qh.flavor == "rl":
+            progress = head_search(ends, PROGRESS, b"Training Progress:", window)
+        if pos < 0 or qh.flavor == "sft":
+            sft = None if progress else head_search(ends, SFT_STEPS, b"Number of steps/epoch", window)
+    progress, sft = int(progress.group(1)) if progress else None, int(sft.group(1)) if sft else None
+    total = qh.total_steps if qh.total_steps is not None and qh.total_steps > 0 else None
+    return Digest(named, qh, qt, _stamp_seconds(stamp), logger, progress, sft, _model(qh),
+                  total or qt.progress_total or progress or sft, tuple(val_sources(qt.keys)))
+
+
+def _model(head: QuickHead) -> str | None:
+    return next((name for p in head.models if (name := model_name(p)) is not None), None)
 
 
 def digest_max_steps(d: Digest) -> int | None:
-    total = d.head.total_steps
-    if total is not None and total > 0:
-        return total
-    return d.tail.progress_total or d.head_progress or d.sft_total
+    return d.max_steps
 
 
 def digest_model(d: Digest) -> str | None:
-    return next((name for p in d.head.models if (name := model_name(p)) is not None), None)
+    return d.model
+
+
+def quick_brief(log: str, name: str) -> "Brief | None":
+    """`VerlRun.brief()` without its cache entry and its per-row Timestamps (discovery converts
+    `started`/`updated` for all rows at once): the row of a log from its digest and the
+    fingerprints of the file-logger JSONLs it may have. None when the log is not readable."""
+    digest = log_digest(log)
+    if digest is None:
+        return None
+    sidecars = [os.path.splitext(log)[0] + ".jsonl"]
+    if digest.file_logger:
+        sidecars.append(os.path.join(os.path.dirname(log), os.path.expanduser(digest.file_logger)))
+    deps = (file_id(log), *(file_id(p) for p in sidecars))
+    tail = digest.tail
+    return Brief(digest.head.experiment or name, tail.last_step, digest.max_steps, tail.final_validation,
+                 digest.started, updated_from(log, sidecars, deps), digest.model, digest.head.flavor,
+                 digest.eval_envs)
 
 
 @dataclass(frozen=True)
