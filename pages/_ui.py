@@ -21,8 +21,24 @@ def all_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*dirs, *extra]))
 
 
+def ensure_app_ran() -> None:
+    """Make sure app.py (navigation, sidebar, run selection) ran for this script run.
+
+    On a fresh server whose first request is a page URL (`/metrics?run=…`, a shared link),
+    Streamlit still runs `pages/<name>.py` directly in its older multipage mode, because app.py has
+    not called `st.navigation` yet. Such a run switches Streamlit to app.py's navigation (what
+    `st.navigation` itself does) and reruns, so the link opens the page the normal way."""
+    if "_dirs" in st.session_state:
+        return
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+    st.rerun()
+
+
 def runs_list() -> "tuple":
     """The runs frame for this session's directories."""
+    ensure_app_ran()
     return sc.runs_frame(all_dirs(st.session_state["_dirs"]))
 
 
@@ -112,6 +128,7 @@ def _problems(run: Run) -> None:
 
 def current_run() -> Run | None:
     """The run chosen in the sidebar (pages call this; it never parses anything itself)."""
+    ensure_app_ran()
     run_id = st.session_state.get("run_id")
     if not run_id:
         return None

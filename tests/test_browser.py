@@ -30,6 +30,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _serve(out: Path, extra_env: dict) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py -- OUT` on a free port; returns once it answers its health check."""
+    port = _free_port()
+    env = {**os.environ, **extra_env}
+    env.pop("RUNDASH_DIRS", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true", "--", str(out)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
+                return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("streamlit did not start: " + proc.stdout.read().decode(errors="replace"))
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """A real Streamlit server over a copy of the sample runs (plus one with a hostile name)."""
@@ -42,24 +63,7 @@ def served(tmp_path_factory):
     other = base / "more"
     shutil.copytree(DATA / "prime-rl-old" / "reverse-text--qwen3-0.6b--a7be3ee1",
                     other / "added-run--qwen3-0.6b--0000beef", symlinks=True)
-    port = _free_port()
-    env = {**os.environ, "RUNDASH_ROOTS": str(base), "RUNDASH_CACHE_DIR": str(base / "cache")}
-    env.pop("RUNDASH_DIRS", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--", str(out)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        raise RuntimeError("streamlit did not start: " + proc.stdout.read().decode(errors="replace"))
+    proc, url = _serve(out, {"RUNDASH_ROOTS": str(base), "RUNDASH_CACHE_DIR": str(base / "cache")})
     yield {"url": url, "out": out, "other": other}
     proc.terminate()
     proc.wait(10)
@@ -133,4 +137,48 @@ def test_hostile_run_name_is_inert_text(served, browser):
     page.wait_for_timeout(1000)
     assert dialogs == []
     assert page.locator("img[src='x']").count() == 0
+    ctx.close()
+
+
+def test_metrics_view_lives_in_the_url(served, browser, tmp_path):
+    # a fresh server whose very first request is a page link (Streamlit then runs pages/metrics.py
+    # directly unless the page hands over to app.py's navigation)
+    proc, url0 = _serve(served["out"], {"RUNDASH_ROOTS": str(served["out"]), "RUNDASH_CACHE_DIR": str(tmp_path)})
+    try:
+        _metrics_link_round_trip(url0, browser)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _metrics_link_round_trip(base: str, browser) -> None:
+    run_id = "math-python+wiki-search--qwen3-4b--0b45f1ec"
+    ctx, page, _ = _page(browser)
+    page.goto(f"{base}/metrics?run={quote(run_id)}&smooth={quote('Running average')}&amount_running_avg=5")
+    charts = page.get_by_test_id("stPlotlyChart")
+    expect(charts.first).to_be_visible(timeout=30000)
+    expect(charts.first.locator(".main-svg").first).to_be_visible(timeout=30000)
+    expect(page.get_by_role("combobox", name="Smoothing")).to_have_value("Running average")
+    page.get_by_text("Log y").click()
+    page.wait_for_url("**logy=true**", timeout=10000)
+    url = page.url
+    ctx.close()
+
+    ctx, page, _ = _page(browser)  # a colleague opening the copied link sees the same view
+    page.goto(url)
+    expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=30000)
+    expect(page.get_by_role("combobox", name="Smoothing")).to_have_value("Running average")
+    expect(page.get_by_label("Log y")).to_be_checked()
+    assert parse_qs(urlparse(page.url).query)["run"] == [run_id]
+    ctx.close()
+
+
+def test_compare_overlays_the_runs_of_the_link(served, browser):
+    ids = ["math-python+wiki-search--qwen3-4b--0b45f1ec", "reverse-text--qwen3-0.6b--a7be3ee1"]
+    ctx, page, _ = _page(browser)
+    page.goto(f"{served['url']}/compare?run={quote(ids[0])}&runs={quote(ids[0])}&runs={quote(ids[1])}")
+    chart = page.get_by_test_id("stPlotlyChart").first
+    expect(chart).to_be_visible(timeout=30000)
+    for run_id in ids:
+        expect(chart.locator(".legendtext", has_text=run_id)).to_have_count(1, timeout=30000)
     ctx.close()
