@@ -18,7 +18,7 @@ X_LABELS = {X_STEP: "step", X_TIME: "relative wall time"}
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
 
-def _url(widget, *args, key: str, **kwargs):
+def url_widget(widget, *args, key: str, **kwargs):
     """A widget whose value lives in the URL under `key`."""
     return widget(*args, key=key, bind="query-params", **kwargs)
 
@@ -26,7 +26,7 @@ def _url(widget, *args, key: str, **kwargs):
 def smoothing_controls(container=st) -> tuple[str, float]:
     """Method and amount; each method keeps its own amount (`?smooth=ema&ema=0.6`)."""
     c1, c2 = container.columns([1, 1.3])
-    method = _url(c1.selectbox, "Smoothing", smoothing.METHODS, key="smooth",
+    method = url_widget(c1.selectbox, "Smoothing", smoothing.METHODS, key="smooth",
                   format_func=lambda m: smoothing.LABELS.get(m, m),
                   help="Computed on the full-resolution series, before downsampling; the raw series "
                        "stays as a faint line (or min–max band) behind the smoothed one.")
@@ -36,7 +36,7 @@ def smoothing_controls(container=st) -> tuple[str, float]:
     lo, hi, step = smoothing.RANGES[method]
     default = smoothing.DEFAULTS[method]
     kind = int if all(float(v).is_integer() for v in (lo, hi, step, default)) else float
-    amount = _url(c2.slider, smoothing.AMOUNT_LABELS.get(method, method), kind(lo), kind(hi), kind(default), kind(step),
+    amount = url_widget(c2.slider, smoothing.AMOUNT_LABELS.get(method, method), kind(lo), kind(hi), kind(default), kind(step),
                   key=f"amount_{method}")
     return method, float(amount)
 
@@ -45,21 +45,21 @@ def chart_options(container=st) -> ChartOptions:
     """Smoothing plus the log-y and ignore-outliers toggles."""
     method, amount = smoothing_controls(container)
     c1, c2 = container.columns(2)
-    log_y = _url(c1.toggle, "Log y", key="logy")
-    clip = _url(c2.toggle, "Ignore outliers", key="clip",
+    log_y = url_widget(c1.toggle, "Log y", key="logy")
+    clip = url_widget(c2.toggle, "Ignore outliers", key="clip",
                 help="Clip the y range to the 1st–99th percentile of the data shown.")
     return ChartOptions(smoothing=method, amount=amount, log_y=log_y, clip_outliers=clip)
 
 
 def x_axis(choices: list[str], container=st, key: str = "x") -> str:
-    return _url(container.selectbox, "X axis", choices, key=key, format_func=lambda c: X_LABELS.get(c, c),
+    return url_widget(container.selectbox, "X axis", choices, key=key, format_func=lambda c: X_LABELS.get(c, c),
                 help="Step, time since the run's first record, or any metric (e.g. tokens) logged at "
                      "the same steps. Time-keyed panels (inference) always plot against time.")
 
 
 def regex_filter(label: str, key: str, placeholder: str = "", container=st) -> re.Pattern | None:
     """A regex text box; an invalid pattern is reported and matches nothing."""
-    text = _url(container.text_input, label, key=key, placeholder=placeholder)
+    text = url_widget(container.text_input, label, key=key, placeholder=placeholder)
     if not text:
         return None
     try:
@@ -73,7 +73,7 @@ def live_paused(running: bool, container=st) -> bool:
     """The pause toggle of live refresh (shown only while the run is running)."""
     if not running:
         return True
-    return _url(container.toggle, "Pause live refresh", key="paused",
+    return url_widget(container.toggle, "Pause live refresh", key="paused",
                 help="While the run is running, charts re-read the appended metrics every few seconds.")
 
 

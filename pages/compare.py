@@ -19,7 +19,7 @@ def pick_runs(runs) -> list[str]:
     ids = [r for r in runs["run_id"] if pattern is None or pattern.search(r)]
     current = st.session_state.get("run_id")
     default = [r for r in ids if r == current][:1]
-    chosen = _charts._url(c2.multiselect, "Runs", ids, key="runs", default=default,
+    chosen = _charts.url_widget(c2.multiselect, "Runs", ids, key="runs", default=default,
                           help="Two or more runs, any mix of kinds; each keeps one colour on every chart.")
     return chosen
 
@@ -41,14 +41,14 @@ def summary_block(frames, metrics) -> None:
 def config_block(configs) -> str | None:
     """The config diff; returns the config key chosen to group runs by (or None)."""
     st.markdown("#### Config")
-    only = _charts._url(st.toggle, "Differences only", key="diff_only", value=True)
+    only = _charts.url_widget(st.toggle, "Differences only", key="diff_only", value=True)
     diff = config_diff(configs, differences_only=only)
     if diff.empty:
         st.caption("The configs are identical." if only else "No config found for these runs.")
     else:
         st.dataframe(diff, width="stretch", height=min(600, 38 + 35 * len(diff)))
     keys = list(config_diff(configs, differences_only=True).index)
-    return _charts._url(st.selectbox, "Group runs by config key", [None, *keys], key="group",
+    return _charts.url_widget(st.selectbox, "Group runs by config key", [None, *keys], key="group",
                         format_func=lambda k: "(no grouping)" if k is None else k,
                         help="Runs with the same value form a group; charts show each group's mean ± std.")
 
@@ -76,7 +76,7 @@ if len(chosen) < 2:
     st.stop()
 
 c1, c2 = st.columns([1, 2.6])
-align = _charts._url(c1.segmented_control, "Align on", list(ALIGN), key="align", default="step",
+align = _charts.url_widget(c1.segmented_control, "Align on", list(ALIGN), key="align", default="step",
                      format_func=ALIGN.get, required=True)
 with c2:
     opts = _charts.chart_options()
@@ -84,8 +84,12 @@ rows = runs.set_index("run_id").loc[chosen]
 selected = {rid: sc.get_run(row["path"], rid) for rid, row in rows.iterrows()}
 with st.spinner("Reading the runs' metrics…"):
     indexes, frames = compare_indexes(selected)
+untimed = [label for label, ix in indexes.items() if ix.t0 is None]
+if align == "time" and untimed:
+    st.caption("No timestamps in " + ", ".join(f"`{md_escape(r)}`" for r in untimed)
+               + " (verl console logs): these runs show only when aligned on step.")
 available = [m for m in alias_table()["alias"].drop_duplicates() if any(m in ix.metrics for ix in indexes.values())]
-metrics = _charts._url(st.multiselect, "Metrics", available, key="metrics", default=available)
+metrics = _charts.url_widget(st.multiselect, "Metrics", available, key="metrics", default=available)
 colors = _charts.colors_for(chosen)
 st.caption(" · ".join(f"`{md_escape(r)}` ({selected[r].kind})" for r in chosen))
 overlays(indexes, metrics, align, opts, colors)

@@ -16,7 +16,7 @@ def header(run, ov) -> tuple:
     """Title and the view controls (all mirrored in the URL)."""
     st.markdown(f"## Metrics · {md_escape(run.name)}")
     c1, c2, c3 = st.columns([1.1, 1.2, 2.6])
-    mode = _charts._url(c1.segmented_control, "View", list(MODES), key="view", default="sections",
+    mode = _charts.url_widget(c1.segmented_control, "View", list(MODES), key="view", default="sections",
                         format_func=MODES.get, required=True)
     with c3:
         opts = _charts.chart_options()

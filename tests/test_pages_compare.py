@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 import rundash_core as rd
 from rundash_core import cache
 from rundash_core.compare import config_diff
+from rundash_core.present import md_escape
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,3 +111,14 @@ def test_run_name_filter_and_fewer_than_two_runs(monkeypatch, demo_runs):
     assert len(options) == sum("qwen3-0.6b" in r for r in runs["run_id"])
     assert any("two or more runs" in i.value for i in at.info)
     assert not at.get("plotly_chart")
+
+
+def test_time_alignment_names_the_runs_without_timestamps(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    verl = runs[runs["kind"] == "verl"].iloc[0]["run_id"]
+    prime = runs[runs["kind"] == "prime-rl"].iloc[0]["run_id"]
+    at = compare_page(monkeypatch, folder, [prime, verl], align="relative wall time", metrics=["reward"])
+    assert any("No timestamps" in c.value and md_escape(verl) in c.value for c in at.caption)
+    reward = lines(charts(at)["reward"])
+    assert list(reward) == [prime]  # the verl run cannot be placed on a time axis
+    assert charts(at)["reward"]["layout"]["xaxis"]["title"]["text"].startswith("time since start")
