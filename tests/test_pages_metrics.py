@@ -165,3 +165,31 @@ def test_live_refresh_toggle_only_for_running_runs(monkeypatch, demo_runs, tmp_p
         pytest.skip("no running demo run")
     at = metrics_page(monkeypatch, folder, live.iloc[0]["run_id"])
     assert [t for t in at.toggle if t.label == "Pause live refresh"]
+
+
+def test_a_rerun_shows_rows_appended_since_the_last_one(monkeypatch, tmp_path):
+    import shutil
+
+    data = Path(__file__).resolve().parent / "data" / "prime-rl"
+    out = tmp_path / "outputs"
+    src = next(data.iterdir())
+    shutil.copytree(src, out / src.name, symlinks=True)
+    path = out / src.name / "monitors" / "file" / "metrics.jsonl"
+    monkeypatch.setenv("RUNDASH_DIRS", str(out))
+    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
+    cache.shared.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.query_params["run"] = src.name
+    at.query_params["s_stability"] = "true"
+    at.run()
+    at.switch_page("pages/metrics.py").run()
+    grad = [f for f in figures(at) if f["layout"]["title"]["text"] == "optim/grad_norm"][0]
+    before = _values(grad["data"][-1]["x"])
+    step = int(before.max()) + 1
+    with open(path, "a") as f:
+        f.write(json.dumps({"step": step, "time": 1790300000.0, "optim/grad_norm": 123.5,
+                            "producer": "trainer"}) + "\n")
+    at.run()
+    grad = [f for f in figures(at) if f["layout"]["title"]["text"] == "optim/grad_norm"][0]
+    x, y = _values(grad["data"][-1]["x"]), _values(grad["data"][-1]["y"])
+    assert len(x) == len(before) + 1 and x[-1] == step and y[-1] == 123.5
