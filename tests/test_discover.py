@@ -339,3 +339,30 @@ def test_digest_without_a_config_total_reads_the_head_window(tmp_path):
     log.write_bytes(b"".join(filler % i for i in range(1, 3000)) + b"(TaskRunner pid=1) Final validation metrics: {}\n")
     d = read_digest(str(log))
     assert d.tail.final_validation and d.tail.last_step == 2999
+
+
+def test_final_validation_found_around_the_last_step_line(tmp_path):
+    """The final-validation print after the last step line, behind more than 16 KiB of wandb
+    summary (the tail widens for the step line), and printed just before a last validation-only
+    line whose start sits near the 16 KiB window's start (early-2025 order): each is found, as
+    the full parse finds it; a print far before the last step line (a later resume) is not."""
+    from rundash_core.sources.verl_summary import read_digest
+
+    steps = b"".join(b"(TaskRunner pid=1) step:%d - actor/pg_loss:0.1 - critic/score/mean:0.5\n" % i
+                     for i in range(1, 2000))
+    final = b"(TaskRunner pid=1) Final validation metrics: {'val-core/gsm8k/reward/mean@1': 0.5}\n"
+    wandb = b"".join(b"wandb:   timing_s/agent_loop/harbor_total/max_%04d \xe2\x96\x81\xe2\x96\x82 0.123\n" % i
+                     for i in range(400))
+    log = tmp_path / "final.log"
+    log.write_bytes(steps + final + wandb)
+    assert len(wandb) > 16 << 10
+    d = read_digest(str(log))
+    assert d.tail.final_validation and d.tail.last_step == 1999
+    noise = b"(TaskRunner pid=1) shutdown noise " + b"y" * 60 + b"\n"
+    last = b"(TaskRunner pid=1) step:2000 - val-core/gsm8k/reward/mean@1:0.5\n"
+    fill = noise * ((16384 - len(last) - 20) // len(noise))  # the last step line starts just inside 16 KiB
+    log.write_bytes(steps + final + last + fill)  # ... and the final print just before it, outside
+    d = read_digest(str(log))
+    assert d.tail.final_validation and d.tail.last_step == 2000
+    log.write_bytes(steps + final + noise * 200 + steps[-30000:] + noise * 10)  # resumed long after
+    assert not read_digest(str(log)).tail.final_validation

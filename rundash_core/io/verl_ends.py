@@ -106,12 +106,18 @@ def _config_end(data: bytes, pos: int) -> int:
     """The end of the config print at `pos`: its `trainer` section is the last (pprint sorts keys),
     so the end is the first line ending in `}` (not `},`) after `'trainer': {` within the window;
     -1 when that is not found there (then the searches run over all of `data`)."""
+    return _config_bounds(data, pos)[1]
+
+
+def _config_bounds(data: bytes, pos: int) -> tuple[int, int]:
+    """(offset of `'trainer': {`, the config print's end) as `_config_end` finds them; the
+    trainer offset is -1 when it is not within the window (and then so is the end)."""
     window = min(pos + CONFIG_WINDOW, len(data))
     trainer = data.find(b"'trainer': {", pos, window)
     if trainer < 0:
-        return -1
+        return -1, -1
     end = data.find(b"}\n", trainer, window)
-    return -1 if end < 0 else end + 1
+    return trainer, (-1 if end < 0 else end + 1)
 
 
 def _find_at(data: bytes, byte: bytes, needles: tuple, lo: int, hi: int, tries: int = 64) -> int:
@@ -148,27 +154,40 @@ def find_config(ends: LogEnds) -> tuple[bytes, int, int]:
     """(head bytes, config start, config end) reading on only as far as needed: the start (the
     first `{'actor_rollout_ref'` or `{'data'`, as `config_start`) within CONFIG_BYTES, the end
     within CONFIG_WINDOW of it; (…, -1, -1) without a config print."""
+    data, pos, _trainer, end = find_config_bounds(ends)
+    return data, pos, end
+
+
+def find_config_bounds(ends: LogEnds) -> tuple[bytes, int, int, int]:
+    """`find_config` plus the offset of the print's `'trainer': {` (-1: not found), so that
+    `quick_head` does not search for it again."""
     data, pos = first_of(ends, _CONFIG_STARTS, CONFIG_BYTES, b"{")  # `{` is rare before the config print
     if pos < 0:
-        return data, -1, -1
+        return data, -1, -1, -1
     while True:
-        end = _config_end(data, pos)
+        trainer, end = _config_bounds(data, pos)
         if end >= 0 or len(data) >= min(pos + CONFIG_WINDOW, ends.size):
-            return data, pos, end
+            return data, pos, trainer, end
         data = ends.head(min(2 * len(data), pos + CONFIG_WINDOW))
 
 
-def quick_head(data: bytes, pos: int | None = None, end: int | None = None) -> QuickHead:
+def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trainer: int | None = None) -> QuickHead:
     """The fields the runs list shows from the first config print in `data`, by targeted byte
     searches (pprint sorts keys: `trainer` is the last top-level section) within the config print
-    (found within `CONFIG_WINDOW` of its start; else over all of `data`)."""
+    (found within `CONFIG_WINDOW` of its start; else over all of `data`). `trainer`: the offset
+    of `'trainer': {` when the caller found it with `end` (`find_config_bounds`).
+
+    Each section is searched for from where the one sorted before it was found (the actor's
+    `model`, then `critic`, then its `model`), so the print is scanned about once."""
     pos = config_start(data) if pos is None else pos
     if pos < 0:
         return QuickHead()
     rl = data.startswith(_CONFIG_STARTS[0], pos)
-    end = _config_end(data, pos) if end is None else end
+    if end is None:
+        trainer, end = _config_bounds(data, pos)
     stop = len(data) if end < 0 else end
-    trainer = data.find(b"'trainer': {", pos, stop)
+    if trainer is None or trainer < 0:
+        trainer = data.find(b"'trainer': {", pos, stop)
     exp = total = None
     logger = True
     if trainer >= 0:
@@ -181,8 +200,10 @@ def quick_head(data: bytes, pos: int | None = None, end: int | None = None) -> Q
     models: list = []
     model = data.find(b"'model': {", pos, stop)
     if rl:
-        models.append(_str_value(_at(_PATH, data, b"'path': ", model, stop)) if model >= 0 else None)
-        critic = data.find(b"'critic': {", pos, stop)
+        path = _at(_PATH, data, b"'path': ", model, stop) if model >= 0 else None
+        models.append(_str_value(path))
+        # `critic` sorts after `actor_rollout_ref` (whose `model` is the first one): search on from there
+        critic = data.find(b"'critic': {", path.end() if path is not None else max(model, pos), stop)
         cmodel = data.find(b"'model': {", critic, stop) if critic >= 0 else -1
         models.append(_str_value(_at(_PATH, data, b"'path': ", cmodel, stop)) if cmodel >= 0 else None)
     else:
@@ -216,36 +237,58 @@ class QuickTail:
 
 
 def _last_step(data: bytes, lo: int, hi: int) -> int | None:
+    return _last_step_at(data, lo, hi)[0]
+
+
+def _last_step_at(data: bytes, lo: int, hi: int) -> tuple[int | None, int]:
+    """(the last `step:N - ` in `data[lo:hi]` not preceded by a word character or `/`, where it
+    starts); (None, -1) when there is none."""
     while (pos := data.rfind(b"step:", lo, hi)) >= 0:
         m = _STEP_AT.match(data, pos, hi)
         if m is not None and (pos == 0 or not (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/")):
-            return int(m.group(1))
+            return int(m.group(1)), pos
         hi = pos
-    return None
+    return None, -1
+
+
+_VAL_PREFIXES = (b"val-", b"val/test_score/")
 
 
 def _val_keys(data: bytes, lo: int, hi: int) -> list[bytes]:
     """The validation keys of the last metric line in `data[lo:hi]` that has any (a regex pass
-    over that line, not over the window)."""
-    while (at := max(data.rfind(b"val-", lo, hi), data.rfind(b"val/test_score/", lo, hi))) >= 0:
-        start, end = max(data.rfind(b"\n", lo, at) + 1, lo), data.find(b"\n", at, hi)
+    over that line, not over the window). One backwards search for `val` (a `val-` or
+    `val/test_score/` is one), not one per prefix."""
+    top = hi
+    while (at := data.rfind(b"val", lo, hi)) >= 0:
+        if not data.startswith(_VAL_PREFIXES, at, top):
+            hi = at
+            continue
+        start, end = max(data.rfind(b"\n", lo, at) + 1, lo), data.find(b"\n", at, top)
         keys = [m.group(1) for m in _VAL_KEY.finditer(data, start, end)
                 if m.start() == 0 or not (data[m.start() - 1:m.start()].isalnum() or data[m.start() - 1] in b"_/'")]
         if keys:
             return keys
-        hi = start
+        hi = top = start
     return []
+
+
+_FINAL = b"Final validation metrics"
+FINAL_BEFORE = 8 << 10  # how far before the last step line a final-validation print is looked for
 
 
 def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
     """The last step (a backwards search for the last `step:N - `) in the last 16 KiB (64 KiB,
     1 MiB when that holds none), and in the same window the final-validation print, the
-    validation keys and (when `progress`: the config gives no total) the last tqdm total."""
+    validation keys and (when `progress`: the config gives no total) the last tqdm total.
+
+    The final-validation print follows the last step's line (early-2025 verl printed it just
+    before a last validation-only line): when that line starts within FINAL_BEFORE of the
+    window's start, the print is also looked for in the FINAL_BEFORE bytes before the window."""
     for nbytes in TAIL_STEPS:
         data = ends.tail(nbytes)
         lo = data.find(b"\n") + 1 if ends.tail_start > 0 else 0  # the first line is cut
         hi = data.rfind(b"\n") + 1  # a partial last line is not read yet
-        step = _last_step(data, lo, hi)
+        step, at = _last_step_at(data, lo, hi)
         if step is not None or ends.tail_start == 0:
             break
     total = None
@@ -256,5 +299,10 @@ def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
             total = int(m.group(1))
             break
     keys = tuple(dict.fromkeys(k.decode("utf-8", "replace") for k in _val_keys(data, lo, hi)))
-    final = _find_at(data, b"F", (b"Final validation metrics",), lo, hi) >= 0
+    final = _find_at(data, b"F", (_FINAL,), lo, hi, tries=8) >= 0
+    if not final and at >= 0 and at - lo < FINAL_BEFORE and ends.tail_start > 0:
+        more = ends.tail(ends.size - ends.tail_start + FINAL_BEFORE)  # prepends FINAL_BEFORE bytes (or fewer)
+        added = len(more) - len(data)
+        wlo = more.find(b"\n") + 1 if ends.tail_start > 0 else 0
+        final = more.find(_FINAL, wlo, lo + added + len(_FINAL)) >= 0
     return QuickTail(step, total, final, keys)

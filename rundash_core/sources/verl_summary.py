@@ -15,8 +15,8 @@ import pandas as pd
 
 from .. import cache
 from ..io.files import file_id, read_range
-from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config, first_stamp,
-                            head_search, open_ends, quick_head, quick_tail)
+from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
+                            first_stamp, head_search, open_ends, quick_head, quick_tail)
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
 from ..io.verl_text import _FILE_LOGGER, HeadSummary, head_summary
 from . import harbor
@@ -177,8 +177,8 @@ def _stamp_seconds(stamp: bytes | None) -> float | None:
 
 
 def _digest(ends: LogEnds) -> Digest:
-    data, pos, end = find_config(ends)
-    qh = quick_head(data, pos, end) if pos >= 0 else QuickHead()
+    data, pos, trainer, end = find_config_bounds(ends)
+    qh = quick_head(data, pos, end, trainer) if pos >= 0 else QuickHead()
     qt = quick_tail(ends, progress=not (qh.total_steps is not None and qh.total_steps > 0))
     first, last = ends.head(FIRST_BYTES), ends.tail(FIRST_BYTES)
     named = harbor.names_exp_dirs(first, 0, min(len(first), FIRST_BYTES)) or harbor.names_exp_dirs(
