@@ -12,7 +12,7 @@ import streamlit as st
 from rundash_core.charts import figures, smoothing
 from rundash_core.charts.figures import Chart, ChartOptions
 from rundash_core.charts.series import X_STEP, X_TIME
-from rundash_core.present import md_escape
+from rundash_core.present import md_code, md_escape
 
 X_LABELS = {X_STEP: "step", X_TIME: "relative wall time"}
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
@@ -65,7 +65,7 @@ def regex_filter(label: str, key: str, placeholder: str = "", container=st) -> r
     try:
         return re.compile(text)
     except re.error as e:
-        container.error(f"Invalid regex `{md_escape(text)}`: {md_escape(str(e))}")
+        container.error(f"Invalid regex {md_code(text)}: {md_escape(str(e))}")
         return re.compile(r"(?!)")
 
 

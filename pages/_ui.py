@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from rundash_core import streamlit_cache as sc
-from rundash_core.present import fold_list, format_duration, format_time, md_escape, step_headline
+from rundash_core.present import fold_list, format_duration, format_time, md_code, md_escape, step_headline
 from rundash_core.run import Run
 from rundash_core.settings import check_added_dir
 
@@ -61,7 +61,7 @@ def sidebar(dirs: tuple[str, ...], roots: tuple[str, ...], is_demo: bool) -> Run
     ids = list(runs["run_id"])
     wanted = st.session_state.get("run_id") or st.query_params.get("run")
     if wanted and wanted not in ids:
-        st.sidebar.warning(f"Run `{md_escape(wanted)}` is not in the tracked directories.")
+        st.sidebar.warning(f"Run {md_code(wanted)} is not in the tracked directories.")
         wanted = None
     run_id = wanted or (ids[0] if ids else None)
     with st.sidebar:
@@ -101,7 +101,7 @@ def _directories(dirs: tuple[str, ...], roots: tuple[str, ...]) -> None:
                     if full not in extra:
                         extra.append(full)
                     st.rerun()
-        st.caption("Allowed roots: " + ", ".join(f"`{md_escape(r)}`" for r in roots))
+        st.caption("Allowed roots: " + ", ".join(f"{md_code(r)}" for r in roots))
 
 
 def run_problems(run: Run) -> list:

@@ -6,7 +6,7 @@ from rundash_core import streamlit_cache as sc
 from rundash_core.charts.aliases import alias_table
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, run_series_frame
 from rundash_core.compare import config_diff, config_value, group_band, summary
-from rundash_core.present import md_escape
+from rundash_core.present import md_code, md_escape
 
 ALIGN = {"step": "step", "time": "relative wall time"}
 
@@ -55,7 +55,7 @@ def config_block(configs) -> str | None:
 
 def groups_block(indexes, configs, key, metrics, align) -> None:
     groups = {label: str(config_value(configs[label], key)) for label in indexes}
-    st.markdown(f"#### Grouped by `{md_escape(key)}`")
+    st.markdown(f"#### Grouped by {md_code(key)}")
     st.caption(" · ".join(f"{md_escape(g)}: {sum(v == g for v in groups.values())} run(s)"
                           for g in sorted(set(groups.values()))))
     cols = st.columns(2)
@@ -86,12 +86,12 @@ with st.spinner("Reading the runs' metrics…"):
     indexes, frames = compare_indexes(selected)
 untimed = [label for label, ix in indexes.items() if ix.t0 is None]
 if align == "time" and untimed:
-    st.caption("No timestamps in " + ", ".join(f"`{md_escape(r)}`" for r in untimed)
+    st.caption("No timestamps in " + ", ".join(f"{md_code(r)}" for r in untimed)
                + " (verl console logs): these runs show only when aligned on step.")
 available = [m for m in alias_table()["alias"].drop_duplicates() if any(m in ix.metrics for ix in indexes.values())]
 metrics = _charts.url_widget(st.multiselect, "Metrics", available, key="metrics", default=available)
 colors = _charts.colors_for(chosen)
-st.caption(" · ".join(f"`{md_escape(r)}` ({selected[r].kind})" for r in chosen))
+st.caption(" · ".join(f"{md_code(r)} ({selected[r].kind})" for r in chosen))
 overlays(indexes, metrics, align, opts, colors)
 summary_block(frames, metrics)
 configs = {rid: _ui.run_config(run) for rid, run in selected.items()}

@@ -14,6 +14,15 @@ def md_escape(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
+def md_code(text: object) -> str:
+    """Run-provided text as an inline code span: shown literally (markdown escapes would show as
+    backslashes there), with a fence longer than any backtick run inside and no line breaks."""
+    body = " ".join(str(text).splitlines()) or " "
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", body)), default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
 def format_duration(seconds: float | None) -> str:
     """`3d 4h`, `2h 05m`, `4m 09s`, `12s`; n/a when unknown."""
     if seconds is None or seconds != seconds or seconds < 0:

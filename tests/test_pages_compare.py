@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 import rundash_core as rd
 from rundash_core import cache
 from rundash_core.compare import config_diff
-from rundash_core.present import md_escape
+from rundash_core.present import md_code
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,7 +118,7 @@ def test_time_alignment_names_the_runs_without_timestamps(monkeypatch, demo_runs
     verl = runs[runs["kind"] == "verl"].iloc[0]["run_id"]
     prime = runs[runs["kind"] == "prime-rl"].iloc[0]["run_id"]
     at = compare_page(monkeypatch, folder, [prime, verl], align="relative wall time", metrics=["reward"])
-    assert any("No timestamps" in c.value and md_escape(verl) in c.value for c in at.caption)
+    assert any("No timestamps" in c.value and md_code(verl) in c.value for c in at.caption)
     reward = lines(charts(at)["reward"])
     assert list(reward) == [prime]  # the verl run cannot be placed on a time axis
     assert charts(at)["reward"]["layout"]["xaxis"]["title"]["text"].startswith("time since start")

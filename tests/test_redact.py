@@ -38,3 +38,12 @@ def test_search_shows_hidden_values_and_cannot_find_secrets():
     assert hits == 0 and SECRET not in text
     text, _, hits = search_config(f"--api-key {SECRET}\n", compile_search("api")[0])
     assert hits == 1 and SECRET not in text
+
+
+def test_md_code_shows_run_text_literally():
+    from rundash_core.present import md_code
+
+    assert md_code("qwen2.5-3b") == "`qwen2.5-3b`"
+    assert md_code("a`b") == "``a`b``"  # a backtick inside cannot close the span
+    assert md_code("`x") == "`` `x ``"
+    assert md_code("line1\nline2") == "`line1 line2`"
