@@ -144,3 +144,9 @@ def test_all_metrics_groups_cover_every_key_of_a_demo_run(tmp_path):
     first = charts[0].series[0]
     rows = expected[(expected["metric"] == first.metric) & (expected["producer"] == first.producer)]
     assert len(first) == len(rows)
+
+
+def test_a_constant_series_gets_a_range_around_its_value():
+    df = tidy([(i, float(i), "actor/lr", 1e-6, "trainer") for i in range(5)])
+    yaxis = panel_chart(SeriesIndex(df), "lr", ["actor/lr"], X_STEP, ChartOptions()).figure.layout.yaxis
+    assert yaxis.range[0] < 1e-6 < yaxis.range[1] and yaxis.range[1] - yaxis.range[0] < 1e-6

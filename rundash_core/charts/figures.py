@@ -132,10 +132,21 @@ def _layout(title: str, kind: str, unit: str, height: int, opts: ChartOptions, s
         rng = outlier_range(np.concatenate([s.y for s in series]), log=opts.log_y)
         if rng is not None:
             yaxis["range"] = list(rng)  # log10 units on a log axis, as plotly expects
+    if "range" not in yaxis and not opts.log_y:
+        flat = _flat_value(series)
+        if flat:  # plotly pads a constant series by ±1, which draws a 1e-6 learning rate as 0
+            yaxis["range"] = [flat - 0.1 * abs(flat), flat + 0.1 * abs(flat)]
     return {"title": {"text": plotly_text(title), "font": {"size": 13}}, "height": height, "hovermode": "x unified",
             "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "xaxis": xaxis, "yaxis": yaxis,
             "legend": {"orientation": "h", "y": -0.25, "font": {"size": 10}},
             "showlegend": len(series) > 1}
+
+
+def _flat_value(series: list[Series]) -> float | None:
+    """The value of charts whose every point is one and the same non-zero number, else None."""
+    lo = min((np.nanmin(s.y) for s in series if np.isfinite(s.y).any()), default=None)
+    hi = max((np.nanmax(s.y) for s in series if np.isfinite(s.y).any()), default=None)
+    return float(lo) if lo is not None and lo == hi and np.isfinite(lo) and lo != 0 else None
 
 
 def _x_title(kind: str, unit: str) -> str:
