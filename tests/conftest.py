@@ -261,3 +261,34 @@ def make_rl_run(parent: Path, name: str, *, rows: list | None = None, max_steps:
     if rows is not None:
         write_lines(run / "monitors" / "file" / "metrics.jsonl", rows)
     return run
+
+
+# Pages -----------------------------------------------------------------------------------------
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory):
+    """The built-in demo (every kind of run) written once per test module, and its runs list."""
+    import rundash_core as rd
+    from rundash_core import demo
+
+    folder = demo.ensure_demo(tmp_path_factory.mktemp("demo") / "demo")
+    return folder, rd.discover([folder])
+
+
+def open_page(monkeypatch, folder, page: str, query: dict):
+    """`page` of the real app over `folder` in a fresh AppTest session whose URL holds `query`
+    (the way a shared link opens); asserts the page raised nothing."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("RUNDASH_DIRS", str(folder))
+    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
+    cache.shared.clear()
+    at = AppTest.from_file(str(APP), default_timeout=90)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

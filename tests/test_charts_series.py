@@ -9,7 +9,7 @@ import plotly.io as pio
 import pytest
 
 import rundash_core as rd
-from rundash_core.charts.figures import ChartOptions, build_chart, plotly_text
+from rundash_core.charts.figures import ChartOptions, plotly_text
 from rundash_core.charts.series import X_STEP, X_TIME, SeriesIndex, frame_stamp, series_index
 from rundash_core.charts.view import key_groups, metric_charts, panel_chart, x_choices
 from rundash_core.charts.sections import key_tree

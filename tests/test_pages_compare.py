@@ -8,35 +8,16 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
-from rundash_core import cache
+from conftest import open_page
 from rundash_core.compare import config_diff
 from rundash_core.present import md_code
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def demo_runs(tmp_path_factory):
-    from rundash_core import demo
-
-    folder = demo.ensure_demo(tmp_path_factory.mktemp("demo") / "demo")
-    return folder, rd.discover([folder])
-
-
 def compare_page(monkeypatch, folder, runs: list[str], **query) -> AppTest:
-    monkeypatch.setenv("RUNDASH_DIRS", str(folder))
-    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
-    cache.shared.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.query_params["run"] = runs[0] if runs else ""
-    if runs:
-        at.query_params["runs"] = runs
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page("pages/compare.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    first = {"run": runs[0], "runs": runs} if runs else {}
+    return open_page(monkeypatch, folder, "pages/compare.py", {**first, **query})
 
 
 def charts(at: AppTest) -> dict[str, dict]:

@@ -3,7 +3,6 @@ figures Streamlit would send to the browser."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -13,31 +12,14 @@ from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
 from rundash_core import cache
+from conftest import open_page
 from rundash_core.charts.sections import covered_keys, sections_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def demo_runs(tmp_path_factory):
-    from rundash_core import demo
-
-    folder = demo.ensure_demo(tmp_path_factory.mktemp("demo") / "demo")
-    return folder, rd.discover([folder])
-
-
 def metrics_page(monkeypatch, folder, run_id: str, **query) -> AppTest:
-    monkeypatch.setenv("RUNDASH_DIRS", str(folder))
-    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
-    cache.shared.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.query_params["run"] = run_id
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page("pages/metrics.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_page(monkeypatch, folder, "pages/metrics.py", {"run": run_id, **query})
 
 
 def figures(at: AppTest) -> list[dict]:
