@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -12,7 +11,6 @@ from conftest import open_page
 from rundash_core.compare import config_diff
 from rundash_core.present import md_code
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def compare_page(monkeypatch, folder, runs: list[str], **query) -> AppTest:
