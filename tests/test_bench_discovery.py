@@ -26,9 +26,9 @@ def test_verify_catches_a_wrong_step(tmp_path, monkeypatch):
     bench.build_logs(str(tmp_path / "logs"), 4, 0.2)
     from rundash_core.sources import verl_summary
 
-    real = verl_summary.quick_brief  # what discovery builds a verl row from
-    monkeypatch.setattr(verl_summary, "quick_brief", lambda log, name: (lambda b: b and __import__("dataclasses").replace(
-        b, step=(b.step or 0) + 1))(real(log, name)))
+    real = verl_summary.digest_brief  # what discovery builds a verl row from
+    monkeypatch.setattr(verl_summary, "digest_brief", lambda *a: __import__("dataclasses").replace(
+        real(*a), step=(real(*a).step or 0) + 1))
     result = bench.verify(str(tmp_path / "logs"), sample=4)
     assert not result["ok"] and result["off"] == 4
 

@@ -276,7 +276,7 @@ def test_warm_discover_reuses_rows_until_an_entry_changes(tmp_path, monkeypatch)
     import importlib
     disc = importlib.import_module("rundash_core.discover")
     calls = []
-    monkeypatch.setattr(disc, "list_runs", lambda dirs: calls.append(dirs) or ([], []))
+    monkeypatch.setattr(disc, "_found", lambda dirs, listings=None: calls.append(dirs) or ([], []))  # the runs found
     again = rd.discover([tmp_path], now=2e9)
     assert calls == [] and again.equals(first)
     os.utime(tmp_path / "a.log", (1e9, 1e9))
@@ -366,3 +366,32 @@ def test_final_validation_found_around_the_last_step_line(tmp_path):
     assert d.tail.final_validation and d.tail.last_step == 2000
     log.write_bytes(steps + final + noise * 200 + steps[-30000:] + noise * 10)  # resumed long after
     assert not read_digest(str(log)).tail.final_validation
+
+
+@pytest.mark.parametrize("folder", ["verl", "lego", "lego/logs", "relax", "prime-rl", "all"])
+def test_one_pass_discovery_equals_the_run_objects_path(tmp_path, monkeypatch, folder):
+    """Discovery's one pass (the folder signature's listing reused, the logs classified with
+    their digests, rows straight from the digests, a `<stem>.jsonl` looked up in the listing)
+    gives the frame that finding the runs by source and asking each Run object gives."""
+    import importlib
+
+    from rundash_core import cache
+
+    shutil.copytree(Path(__file__).parent / "data", tmp_path / "data")
+    logs = sorted((tmp_path / "data" / "verl").glob("*.log"))
+    shutil.copy(logs[0], tmp_path / "data" / "verl" / "sidecar.log")  # a file-logger JSONL next to a log
+    (tmp_path / "data" / "verl" / "sidecar.jsonl").write_text('{"step": 1, "data": {"a": 1.0}}\n')
+    os.utime(tmp_path / "data" / "verl" / "sidecar.jsonl", (2e9 - 30, 2e9 - 30))
+    (tmp_path / "data" / "verl" / "alone.jsonl").write_text('{"step": 3, "data": {"a": 1.0}}\n')  # no log: its own run
+    tracked = sorted((tmp_path / "data").iterdir()) if folder == "all" else [tmp_path / "data" / folder]
+    disc = importlib.import_module("rundash_core.discover")
+    cache.shared.clear()
+    lean = rd.discover(tracked, now=2e9)
+    assert len(lean)
+    cache.shared.clear()
+    monkeypatch.setattr(disc, "_lean_sources", lambda: False)  # sources.find_runs, a Run object per row
+    pd.testing.assert_frame_equal(lean, rd.discover(tracked, now=2e9))
+    if folder == "verl":
+        row = lean.set_index("run_id").loc["sidecar"]
+        assert row["updated"] == pd.Timestamp(2e9 - 30, unit="s", tz="UTC")  # the JSONL is newer than the log
+        assert "alone" in set(lean["run_id"])

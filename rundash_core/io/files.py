@@ -72,6 +72,15 @@ def _file_id(path) -> FileId | None:
     return FileId(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def seed_file_id(path: str, st: os.stat_result | None) -> None:
+    """Within `stat_memo()`, remember `path`'s FileId from a stat already made (e.g. a
+    `DirEntry.stat()` of a listing: it follows symlinks as `os.stat` does); no-op outside."""
+    memo = _stat_memo.get()
+    if memo is not None:
+        memo[("file", path)] = (FileId(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                                if st is not None and stat.S_ISREG(st.st_mode) else None)
+
+
 def is_dir(path: str | os.PathLike) -> bool:
     """`os.path.isdir`, memoized inside `stat_memo()` (a folder's sibling `harbor_trials/` is asked
     once per log in it)."""

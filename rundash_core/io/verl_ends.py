@@ -31,7 +31,12 @@ _CONFIG_STARTS = (b"{'actor_rollout_ref'", b"{'data'")
 
 class LogEnds:
     """The first and last bytes of one open log. `head(n)` / `tail(n)` read more only when asked
-    for more than was read; a small file is read whole, once."""
+    for more than was read; a small file is read whole, once.
+
+    The head has a length the searches see (`head_len`: what the 16/32/64 KiB… doubling reads of
+    the first version of this class would have read, so that every search sees the same bytes as
+    before) and a physical buffer (`_head`) read only as far as a search needed: a search that
+    finds what it looks for early reads no further, whatever `head_len` says."""
 
     def __init__(self, fd: int, size: int):
         self.fd, self.size = fd, size
@@ -42,10 +47,23 @@ class LogEnds:
             self._head = os.pread(fd, FIRST_BYTES, 0)
             self.tail_start = size - FIRST_BYTES
             self._tail = os.pread(fd, FIRST_BYTES, self.tail_start)
+        self.head_len = len(self._head)
 
     def head(self, n: int) -> bytes:
-        if len(self._head) < min(n, self.size):
-            self._head += os.pread(self.fd, min(n, self.size) - len(self._head), len(self._head))
+        """The head buffer with at least `min(n, size)` bytes seen (`head_len`) and read."""
+        self.see(n)
+        return self.read_head(self.head_len)
+
+    def see(self, n: int) -> None:
+        """Let the searches see the first `min(n, size)` bytes (at least), not reading them yet."""
+        self.head_len = max(self.head_len, min(n, self.size))
+
+    def read_head(self, n: int) -> bytes:
+        """The head buffer physically holding at least `min(n, size)` bytes (`head_len` unchanged):
+        only the missing bytes are read."""
+        have = len(self._head)
+        if have < min(n, self.size):
+            self._head += os.pread(self.fd, min(n, self.size) - have, have)
         return self._head
 
     def tail(self, n: int) -> bytes:
@@ -109,10 +127,10 @@ def _config_end(data: bytes, pos: int) -> int:
     return _config_bounds(data, pos)[1]
 
 
-def _config_bounds(data: bytes, pos: int) -> tuple[int, int]:
-    """(offset of `'trainer': {`, the config print's end) as `_config_end` finds them; the
-    trainer offset is -1 when it is not within the window (and then so is the end)."""
-    window = min(pos + CONFIG_WINDOW, len(data))
+def _config_bounds(data: bytes, pos: int, hi: int | None = None) -> tuple[int, int]:
+    """(offset of `'trainer': {`, the config print's end) as `_config_end` finds them in
+    `data[:hi]`; the trainer offset is -1 when it is not within the window (and then so is the end)."""
+    window = min(pos + CONFIG_WINDOW, len(data) if hi is None else hi)
     trainer = data.find(b"'trainer': {", pos, window)
     if trainer < 0:
         return -1, -1
@@ -120,12 +138,15 @@ def _config_bounds(data: bytes, pos: int) -> tuple[int, int]:
     return trainer, (-1 if end < 0 else end + 1)
 
 
-def _find_at(data: bytes, byte: bytes, needles: tuple, lo: int, hi: int, tries: int = 64) -> int:
+def _find_at(data: bytes, byte: bytes, needles: tuple, lo: int, hi: int, tries: int = 64,
+             bounded: bool = False) -> int:
     """The first offset in `data[lo:hi]` where one of `needles` (all starting with `byte`, a byte
-    rare in logs) starts: memchr-speed hops to each `byte`, `bytes.find` after `tries` misses."""
+    rare in logs) starts: memchr-speed hops to each `byte`, `bytes.find` after `tries` misses.
+    A hop's needle may run past `hi` unless `bounded` (the tail's search keeps that, as before)."""
+    end = hi if bounded else len(data)
     for _ in range(tries):
         at = data.find(byte, lo, hi)
-        if at < 0 or any(data.startswith(n, at) for n in needles):
+        if at < 0 or any(data.startswith(n, at, end) for n in needles):
             return at
         lo = at + 1
     hits = [at for n in needles if (at := data.find(n, lo, hi)) >= 0]
@@ -133,21 +154,34 @@ def _find_at(data: bytes, byte: bytes, needles: tuple, lo: int, hi: int, tries: 
 
 
 def first_of(ends: LogEnds, needles: tuple, limit: int, hop: bytes = b"") -> tuple[bytes, int]:
-    """(head bytes, the first offset of any of `needles` within `limit` bytes, or -1), reading on
-    in doubling steps and searching only what each step added (hopping to each `hop` byte, when
-    given, see `_find_at`)."""
-    data, done = ends.head(FIRST_BYTES), 0
+    """(head buffer, the first offset of any of `needles` fully within the first `limit` bytes, or
+    -1). Searches what was read, reading on (doubling) only when it is not there, and searching
+    only the bytes added; hops to each `hop` byte when given (see `_find_at`).
+
+    `ends.head_len` then grows as the doubling reads (16K, 32K, …) of the head did until the
+    needle was within them or the limit was reached, so the later searches see the same bytes as
+    before (the bytes past what was read are read only when a search needs them)."""
+    top = min(limit, ends.size)
+    width = max(map(len, needles))
+    lo = 0
     while True:
-        stop = min(len(data), limit)
-        lo = max(done - max(map(len, needles)), 0)
+        data = ends._head
+        hi = min(len(data), top)
         if hop:
-            at = _find_at(data, hop, needles, lo, stop)
+            at = _find_at(data, hop, needles, lo, hi, bounded=True)
         else:
-            hits = [at for n in needles if (at := data.find(n, lo, stop)) >= 0]
+            hits = [at for n in needles if (at := data.find(n, lo, hi)) >= 0]
             at = min(hits) if hits else -1
-        if at >= 0 or stop >= min(limit, ends.size):
-            return data, at
-        done, data = stop, ends.head(2 * stop)
+        if at >= 0 or hi >= top:
+            break
+        lo = max(hi - width, 0)
+        ends.read_head(min(top, 2 * hi))
+    need = -1 if at < 0 else at + next(len(n) for n in needles if data.startswith(n, at, hi))
+    v = ends.head_len
+    while min(v, limit) < top and (need < 0 or min(v, limit) < need):
+        v = min(2 * min(v, limit), ends.size)
+    ends.see(v)
+    return ends._head, at
 
 
 def find_config(ends: LogEnds) -> tuple[bytes, int, int]:
@@ -160,32 +194,45 @@ def find_config(ends: LogEnds) -> tuple[bytes, int, int]:
 
 def find_config_bounds(ends: LogEnds) -> tuple[bytes, int, int, int]:
     """`find_config` plus the offset of the print's `'trainer': {` (-1: not found), so that
-    `quick_head` does not search for it again."""
+    `quick_head` does not search for it again. The bytes seen are `data[:ends.head_len]`."""
     data, pos = first_of(ends, _CONFIG_STARTS, CONFIG_BYTES, b"{")  # `{` is rare before the config print
     if pos < 0:
         return data, -1, -1, -1
-    while True:
-        trainer, end = _config_bounds(data, pos)
-        if end >= 0 or len(data) >= min(pos + CONFIG_WINDOW, ends.size):
-            return data, pos, trainer, end
-        data = ends.head(min(2 * len(data), pos + CONFIG_WINDOW))
+    wmax = min(pos + CONFIG_WINDOW, ends.size)
+    while True:  # the trainer section and the print's end, in what was read, else within CONFIG_WINDOW
+        data = ends._head
+        hi = min(len(data), wmax)
+        trainer, end = _config_bounds(data, pos, hi)
+        if end >= 0 or hi >= wmax:
+            break
+        ends.read_head(min(wmax, 2 * hi))
+    v = ends.head_len  # the head length the doubling reads reached (see `first_of`)
+    while v < wmax and (end < 0 or min(pos + CONFIG_WINDOW, v) < end + 1):
+        v = min(2 * v, wmax)
+    ends.see(v)
+    if end < 0:  # the field searches then run over all that is seen
+        ends.read_head(ends.head_len)
+    return ends._head, pos, trainer, end
 
 
-def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trainer: int | None = None) -> QuickHead:
+def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trainer: int | None = None,
+               hi: int | None = None) -> QuickHead:
     """The fields the runs list shows from the first config print in `data`, by targeted byte
     searches (pprint sorts keys: `trainer` is the last top-level section) within the config print
     (found within `CONFIG_WINDOW` of its start; else over all of `data`). `trainer`: the offset
-    of `'trainer': {` when the caller found it with `end` (`find_config_bounds`).
+    of `'trainer': {` when the caller found it with `end` (`find_config_bounds`); `hi`: the bytes
+    seen are `data[:hi]` (default: all).
 
     Each section is searched for from where the one sorted before it was found (the actor's
     `model`, then `critic`, then its `model`), so the print is scanned about once."""
-    pos = config_start(data) if pos is None else pos
+    hi = len(data) if hi is None else hi
+    pos = config_start(data, hi) if pos is None else pos
     if pos < 0:
         return QuickHead()
     rl = data.startswith(_CONFIG_STARTS[0], pos)
     if end is None:
-        trainer, end = _config_bounds(data, pos)
-    stop = len(data) if end < 0 else end
+        trainer, end = _config_bounds(data, pos, hi)
+    stop = hi if end < 0 else end
     if trainer is None or trainer < 0:
         trainer = data.find(b"'trainer': {", pos, stop)
     exp = total = None
@@ -212,9 +259,10 @@ def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trai
     return QuickHead(exp, total, tuple(models), "rl" if rl else "sft", logger, max(end, 0))
 
 
-def first_stamp(data: bytes, start: int = 0) -> bytes | None:
-    """The first `YYYY-MM-DD HH:MM:SS` in `data[start:]` not preceded by a digit."""
-    while (m := _STAMP.search(data, start)) is not None:
+def first_stamp(data: bytes, start: int = 0, hi: int | None = None) -> bytes | None:
+    """The first `YYYY-MM-DD HH:MM:SS` in `data[start:hi]` not preceded by a digit."""
+    hi = len(data) if hi is None else hi
+    while (m := _STAMP.search(data, start, hi)) is not None:
         if m.start() == 0 or not data[m.start() - 1:m.start()].isdigit():
             return m.group()
         start = m.start() + 1
@@ -224,7 +272,19 @@ def first_stamp(data: bytes, start: int = 0) -> bytes | None:
 def head_search(ends: LogEnds, pattern, literal: bytes, limit: int):
     """`pattern` searched at the first `literal` in the first `limit` bytes."""
     data, at = first_of(ends, (literal,), limit)
-    return pattern.search(data, at) if at >= 0 else None
+    return pattern.search(ends.read_head(ends.head_len), at, ends.head_len) if at >= 0 else None
+
+
+def stamp_in(ends: LogEnds, start: int, hi: int) -> bytes | None:
+    """`first_stamp` of the head's `[start, hi)`, reading on (doubling) only while none is found."""
+    while True:
+        data = ends._head
+        top = min(len(data), hi)
+        stamp = first_stamp(data, start, top)
+        if stamp is not None or top >= min(hi, ends.size):
+            return stamp
+        start = max(top - 32, start)  # a stamp cut at the end of what was read is found whole
+        ends.read_head(min(hi, 2 * len(data)))
 
 
 # The tail: the last step, the tqdm total, the final-validation print ------------------------------

@@ -16,7 +16,7 @@ import pandas as pd
 from .. import cache
 from ..io.files import file_id, read_range
 from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
-                            first_stamp, head_search, open_ends, quick_head, quick_tail)
+                            head_search, open_ends, quick_head, quick_tail, stamp_in)
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
 from ..io.verl_text import _FILE_LOGGER, HeadSummary, head_summary
 from . import harbor
@@ -177,15 +177,17 @@ def _stamp_seconds(stamp: bytes | None) -> float | None:
 
 
 def _digest(ends: LogEnds) -> Digest:
-    data, pos, trainer, end = find_config_bounds(ends)
-    qh = quick_head(data, pos, end, trainer) if pos >= 0 else QuickHead()
+    data, pos, trainer, end = find_config_bounds(ends)  # the bytes seen: data[:ends.head_len]
+    seen = ends.head_len
+    qh = quick_head(data, pos, end, trainer, seen) if pos >= 0 else QuickHead()
     qt = quick_tail(ends, progress=not (qh.total_steps is not None and qh.total_steps > 0))
-    first, last = ends.head(FIRST_BYTES), ends.tail(FIRST_BYTES)
-    named = harbor.names_exp_dirs(first, 0, min(len(first), FIRST_BYTES)) or harbor.names_exp_dirs(
+    first, last = ends._head, ends.tail(FIRST_BYTES)  # the first read holds the first FIRST_BYTES
+    named = harbor.names_exp_dirs(first, 0, min(ends.size, FIRST_BYTES)) or harbor.names_exp_dirs(
         last, max(len(last) - FIRST_BYTES, 0), len(last))
-    stamp = first_stamp(data)  # the first wall-clock stamp of what was read, else of the head window
-    if stamp is None and len(data) < min(HEAD_BYTES, ends.size):
-        stamp = first_stamp(ends.head(HEAD_BYTES), max(len(data) - 32, 0))
+    stamp = stamp_in(ends, 0, seen)  # the first wall-clock stamp of what was seen, else of the head window
+    if stamp is None and seen < min(HEAD_BYTES, ends.size):
+        ends.see(HEAD_BYTES)
+        stamp = stamp_in(ends, max(seen - 32, 0), ends.head_len)
     logger = None
     if qh.file_logger:  # the config's trainer.logger holds 'file', or there is no config to say
         m = head_search(ends, _FILE_LOGGER, b"Creating file logger at ", LOGGER_BYTES)
@@ -224,13 +226,22 @@ def quick_brief(log: str, name: str) -> "Brief | None":
     digest = log_digest(log)
     if digest is None:
         return None
+    jsonl = os.path.splitext(log)[0] + ".jsonl"
+    return digest_brief(log, name, digest, file_id(log), file_id(jsonl))
+
+
+def digest_brief(log: str, name: str, digest: Digest, fp, jsonl_fp) -> "Brief":
+    """The row of a log from its digest, its fingerprint `fp` and that of the `<stem>.jsonl` next
+    to it (`jsonl_fp`, None when there is none: discovery knows it from the folder's listing);
+    the file-logger path the log printed is looked up here."""
     sidecars = [os.path.splitext(log)[0] + ".jsonl"]
+    deps = [fp, jsonl_fp]
     if digest.file_logger:
         sidecars.append(os.path.join(os.path.dirname(log), os.path.expanduser(digest.file_logger)))
-    deps = (file_id(log), *(file_id(p) for p in sidecars))
+        deps.append(file_id(sidecars[-1]))
     tail = digest.tail
     return Brief(digest.head.experiment or name, tail.last_step, digest.max_steps, tail.final_validation,
-                 digest.started, updated_from(log, sidecars, deps), digest.model, digest.head.flavor,
+                 digest.started, updated_from(log, sidecars, tuple(deps)), digest.model, digest.head.flavor,
                  digest.eval_envs)
 
 
