@@ -35,6 +35,7 @@ TARGET_SPEEDUP = 5.0
 SAMPLE_NAMES = ("dq_math.log", "eh_Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log", "eh_gemma-2-2b-it-sft-0.411.log",
                 "lego/logs/qwen3-8b-swegym-gspo-async-r1.log")
 _STEP = re.compile(rb"step(?<![\w/]step):(\d+)(?= - )")
+_NOT_VALUES = {"step", "producer", "time"}  # row keys that are no logged values
 
 
 # The log ------------------------------------------------------------------------------------------
@@ -128,8 +129,7 @@ def measure(contender: str, path: str) -> dict:
         t = time.perf_counter()
         rows = parse(path)
         seconds = time.perf_counter() - t
-        return {"seconds": seconds, "rows": len(rows), "values": sum(len(r) for r in rows) - len(rows) * (
-            3 if contender == "rundash" else 1)}
+        return {"seconds": seconds, "rows": len(rows), "values": sum(len(r.keys() - _NOT_VALUES) for r in rows)}
     if contender == "floor":
         t = time.perf_counter()
         with open(path, "rb") as fh:

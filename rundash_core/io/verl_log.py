@@ -12,16 +12,20 @@ normalized, else the exact grammar (`verl_grammar`). Lenient where the grammar i
 literal `true`/`false`/`null` as a value reads as 1/0/a gap.
 
 `VerlLogTail` follows the file with a `ByteTail` (offset + identity, partial last line held back,
-replaced file re-read) and yields MetricStore rows `{"step": N, key: number, …, "producer":
-"trainer", "time": NaN}`, one per metric line, in file order. `FileLoggerTail` reads verl's
-`file` logger JSONL into the same rows.
+replaced file re-read) and yields MetricStore rows `{"step": N, key: number, …}`, one per metric
+line, in file order. They carry no `producer` and no `time`: the store's defaults say "trainer"
+and "not known", and two more keys per row would push most rows into the next dict size (memory
+and page faults are a good part of a big log's parse time). The cycle collector is paused while
+a poll builds its rows: it would walk them again and again and find nothing. `FileLoggerTail`
+reads verl's `file` logger JSONL into rows `{"step": N, key: number, …, "producer": "trainer",
+"time": NaN}`.
 """
 from __future__ import annotations
 
 import ast
+import gc
 import operator
 import re
-from collections import deque
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -52,21 +56,38 @@ _JSON_JOIN = b"},\n" + _JSON_OPEN
 _JSON_SAFE = bytes.maketrans(b' \t\\[{"', b"\x02\x01\x01\x01\x01\x01")
 _SEPARATOR = b"\x02-\x02"
 _UNSAFE = (b'"', b"\\", b"[", b"{", b"\t")  # single bytes: memchr finds them fast
-_NP_WRAP_BYTES = re.compile(rb":np\.[A-Za-z]+\d*\(([^()]*)\)")
+_NP_WRAP_BYTES = re.compile(rb"(?<=:)np\.[A-Za-z]+\d*\(([^()]*)\)")
 _SPECIALS = (b"-nan", b"+nan", b"-inf", b"+inf", b"nan", b"inf")
 _PPRINT = b"validation metrics: {"
 _PPRINT_LINE = re.compile(r"""^\(?(["'])(Initial|Final) validation metrics: (\{.*\})\1\)?$""")
 
 
+def _unwrap(text: bytes) -> bytes:
+    """`:np.float64(x)` → `:x`. Split and join: a `sub` template costs a Python call per match."""
+    return b"".join(_NP_WRAP_BYTES.split(text))
+
+
+def _literal(text: str):
+    """A printed Python dict: through JSON when it is plainly one (quotes swapped), else
+    `ast.literal_eval`. None when it is not a literal."""
+    if '"' not in text and "\\" not in text and "np." not in text:
+        try:
+            return orjson.loads(text.replace("'", '"'))
+        except orjson.JSONDecodeError:
+            pass
+    try:
+        return ast.literal_eval(re.sub(r"np\.[a-z]+\d*\(([^()]*)\)", r"\1", text))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
 def row(step: int, values: dict) -> dict:
-    """A MetricStore row (keys in the order the bulk path leaves them)."""
-    return {"step": step, **values, "producer": PRODUCER, "time": NAN}
+    """A MetricStore row, shaped as the bulk path leaves them (a `step` key in values wins)."""
+    return {"step": step, **values}
 
 
 def _add(batch: list[dict], rows: list[dict]) -> bool:
-    """Append parsed rows with their (unknown) time; a row with an empty key is no metric line."""
-    deque(map(operator.setitem, batch, repeat("producer"), repeat(PRODUCER)), maxlen=0)  # loops in C
-    deque(map(operator.setitem, batch, repeat("time"), repeat(NAN)), maxlen=0)
+    """Append parsed rows; a row with an empty key is no metric line."""
     rows += [d for d in batch if "" not in d] if any(map(operator.contains, batch, repeat(""))) else batch
     return True
 
@@ -107,15 +128,21 @@ class VerlLogTail(ByteTail):
     def poll(self) -> TailResult | None:
         rows: list[dict] = []
         reset = got = False
-        while (new := self.read_lines(self.block_bytes)) is not None:
-            got = True
-            if new.reset:
-                reset = True
-                rows.clear()
-                self._reset_state()
-            if not new.cut:
-                break  # only a partial line is new
-            self._scan(new.data, new.cut, new.start, rows)
+        collect = gc.isenabled()  # the cycle collector finds nothing in these rows, only costs
+        gc.disable()
+        try:
+            while (new := self.read_lines(self.block_bytes)) is not None:
+                got = True
+                if new.reset:
+                    reset = True
+                    rows.clear()
+                    self._reset_state()
+                if not new.cut:
+                    break  # only a partial line is new
+                self._scan(new.data, new.cut, new.start, rows)
+        finally:
+            if collect:
+                gc.enable()
         if not got:
             return None
         ours = self._from_pprint  # rows from validation pprints are not metric lines
@@ -199,7 +226,7 @@ class VerlLogTail(ByteTail):
         if self._wrapped or self._bools:
             sample = (found[0], found[len(found) // 2], found[-1])
             if self._wrapped and any(b"np." in f for f in sample):
-                text = _NP_WRAP_BYTES.sub(rb":\1", text)
+                text = _unwrap(text)
             if self._bools and any(b":True" in f or b":False" in f for f in sample):
                 text = text.replace(b":True", b":1").replace(b":False", b":0")
         return text
@@ -258,7 +285,7 @@ class VerlLogTail(ByteTail):
     def _normalized(text: bytes) -> dict | None:
         """Second chance for valid lines JSON cannot hold as they are: `np.float64(x)` → x,
         `True`/`False` → 1/0, `nan`/`inf` as strings turned into floats."""
-        text = _NP_WRAP_BYTES.sub(rb":\1", text) if b"np." in text else text
+        text = _unwrap(text) if b"np." in text else text
         text = text.replace(b":True", b":1").replace(b":False", b":0")
         special = False
         for s in _SPECIALS:
@@ -300,10 +327,7 @@ class VerlLogTail(ByteTail):
         m = _PPRINT_LINE.match(body)
         if m is None:
             return
-        try:
-            values = ast.literal_eval(re.sub(r"np\.[a-z]+\d*\(([^()]*)\)", r"\1", m.group(3)))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return
+        values = _literal(m.group(3))
         if not isinstance(values, dict):
             return
         renamed = {f"val/{k}": float(v) for k, v in values.items()
