@@ -132,8 +132,7 @@ def test_a_given_size_or_cache_size_skips_the_deep_walk(monkeypatch):
 
 def test_discovery_entry_estimates_track_the_deep_size():
     import glob
-    from rundash_core.sources.verl import VerlRun
-    from rundash_core.sources.verl_summary import digest_size, entry_size, log_digest
+    from rundash_core.sources.verl_summary import digest_size, log_digest
 
     logs = sorted(glob.glob("tests/data/verl/**/*.log", recursive=True))
     assert logs
@@ -144,11 +143,6 @@ def test_discovery_entry_estimates_track_the_deep_size():
         fp = cache.shared._items[("verl-digest", log)][0]
         real = cache._deep_size((fp, d))
         assert 0.67 * real <= digest_size(d) <= 1.5 * real
-        b = VerlRun(log).brief()
-        if b is not None and ("verl-brief", log) in cache.shared:
-            deps, _ = cache.shared._items[("verl-brief", log)]
-            real = cache._deep_size((deps, b))
-            assert 0.67 * real <= entry_size((b.name, b.model, b.flavor, *b.eval_envs)) + 64 * len(deps) <= 1.5 * real
 
 
 def test_current_rebuilds_only_when_the_stamp_changes():

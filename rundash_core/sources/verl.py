@@ -12,7 +12,6 @@ Subclasses (SWE-Lego-RL) reuse all of it; they only add what their extra files s
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 
@@ -24,8 +23,8 @@ from ..io.verl_log import FileLoggerTail, VerlLogTail
 from ..io.verl_text import ConfigPrint, HeadSummary, TailSummary, config_at, tail_summary
 from ..metricstore import MetricStore, shared_store
 from ..run import Overview, Problem, Run, derive_status, utc
-from .verl_summary import (LOG_SUFFIXES, Brief, HeadCache, config_experiment, config_flavor, config_max_steps,
-                           config_model, digest_max_steps, digest_model, entry_size, is_file_logger, log_digest, stem, updated_from, val_sources)
+from .verl_summary import (LOG_SUFFIXES, HeadCache, config_experiment, config_flavor, config_max_steps, config_model,
+                           is_file_logger, stem, val_sources)
 from .verl_summary import SKIP_SUFFIXES, Digest, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
 
 KIND = "verl"
@@ -172,35 +171,6 @@ class VerlRun(Run):
         return config_model(self.config())
 
     # Overview ------------------------------------------------------------------------------------
-    def brief(self) -> Brief | None:
-        """The runs-list row from the log's ends (`log_digest`), cached by the fingerprints of the
-        files it depends on (the log, a file-logger JSONL): an unchanged run costs a stat per
-        file. None when a parse of the log is in the cache (`overview(full=False)` uses it) or
-        the run has no log of its own."""
-        log = self.log_path()
-        if log is None or (log in _STORED and self._cached_log_store() is not None):
-            return None
-        digest = log_digest(log)
-        if digest is None:
-            return None
-        printed = digest.file_logger
-        sidecars = [os.path.splitext(log)[0] + ".jsonl"]
-        if printed:
-            sidecars.append(os.path.join(os.path.dirname(log), os.path.expanduser(printed)))
-        deps = (file_id(log), *(file_id(p) for p in sidecars))
-        return cache.shared.current(("verl-brief", log), deps, lambda: self._brief(digest, sidecars, deps),
-                                    size=lambda b: entry_size((b.name, b.model, b.flavor, *b.eval_envs)) + 64 * len(deps))
-
-    def _brief(self, digest, sidecars: list[str], deps: tuple) -> Brief:
-        log = self.log_path()
-        tail = digest.tail
-        brief = Brief(name=digest.head.experiment or self.name, step=tail.last_step,
-                      max_steps=digest_max_steps(digest), final=tail.final_validation,
-                      started=digest.started, updated=updated_from(log, sidecars, deps), model=digest_model(digest),
-                      flavor=digest.head.flavor, eval_envs=tuple(val_sources(tail.keys)),
-                      started_utc=utc(digest.started))
-        return dataclasses.replace(brief, updated_utc=utc(brief.updated))
-
     def updated(self) -> float | None:
         times = [t for p in (self.log_path(), self.file_logger_path()) if p and (t := mtime(p)) is not None]
         return max(times) if times else None

@@ -11,7 +11,6 @@ import sys
 import time
 from dataclasses import dataclass
 
-import pandas as pd
 
 from .. import cache
 from ..io.files import file_id, read_range
@@ -220,9 +219,9 @@ def digest_model(d: Digest) -> str | None:
 
 
 def quick_brief(log: str, name: str) -> "Brief | None":
-    """`VerlRun.brief()` without its cache entry and its per-row Timestamps (discovery converts
-    `started`/`updated` for all rows at once): the row of a log from its digest and the
-    fingerprints of the file-logger JSONLs it may have. None when the log is not readable."""
+    """The runs-list row of a log from its digest and the fingerprints of the file-logger JSONLs
+    it may have (discovery converts `started`/`updated` to timestamps for all rows at once).
+    None when the log is not readable."""
     digest = log_digest(log)
     if digest is None:
         return None
@@ -258,8 +257,6 @@ class Brief:
     model: str | None
     flavor: str
     eval_envs: tuple[str, ...]
-    started_utc: pd.Timestamp | None = None
-    updated_utc: pd.Timestamp | None = None
 
 
 def config_max_steps(cfg: dict, head: HeadSummary, progress_total: int | None) -> int | None:
