@@ -137,6 +137,16 @@ def current_run() -> Run | None:
     return None if match.empty else sc.get_run(match.iloc[0]["path"], run_id)
 
 
+def read_or_stop(read, what: str):
+    """`read()`, or a message naming what could not be read and a stop of this page (never a
+    traceback: readers report file problems themselves; this catches what they did not foresee)."""
+    try:
+        return read()
+    except Exception as e:  # noqa: BLE001 - shown to the user, page stops cleanly
+        st.error(f"Could not read {md_escape(what)}: {type(e).__name__}: {md_escape(str(e)[:300])}")
+        st.stop()
+
+
 def run_config(run: Run) -> dict:
     """The run's resolved config, or {} when it has none or it cannot be read (the run's
     problems say why)."""

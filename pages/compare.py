@@ -83,7 +83,7 @@ with c2:
 rows = runs.set_index("run_id").loc[chosen]
 selected = {rid: sc.get_run(row["path"], rid) for rid, row in rows.iterrows()}
 with st.spinner("Reading the runs' metrics…"):
-    indexes, frames = compare_indexes(selected)
+    indexes, frames = _ui.read_or_stop(lambda: compare_indexes(selected), "the selected runs' metrics")
 untimed = [label for label, ix in indexes.items() if ix.t0 is None]
 if align == "time" and untimed:
     st.caption("No timestamps in " + ", ".join(f"{md_code(r)}" for r in untimed)

@@ -175,3 +175,17 @@ def test_a_rerun_shows_rows_appended_since_the_last_one(monkeypatch, tmp_path):
     grad = [f for f in figures(at) if f["layout"]["title"]["text"] == "optim/grad_norm"][0]
     x, y = _values(grad["data"][-1]["x"]), _values(grad["data"][-1]["y"])
     assert len(x) == len(before) + 1 and x[-1] == step and y[-1] == 123.5
+
+
+def test_a_reader_failure_is_a_message_not_a_traceback(monkeypatch, demo_runs):
+    from rundash_core.sources.relax import RelaxRun
+
+    def broken(self):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(RelaxRun, "metrics", broken)
+    folder, runs = demo_runs
+    run_id = runs[runs["kind"] == "relax"].iloc[0]["run_id"]
+    at = metrics_page(monkeypatch, folder, run_id)
+    assert any("Could not read the metrics of" in e.value and "disk went away" in e.value for e in at.error)
+    assert not figures(at)
