@@ -30,14 +30,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(out: Path, extra_env: dict) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app.py -- OUT` on a free port; returns once it answers its health check."""
+def _serve(out: Path | None, extra_env: dict) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py -- OUT` (no OUT: the demo) on a free port; returns once it answers
+    its health check."""
     port = _free_port()
     env = {**os.environ, **extra_env}
     env.pop("RUNDASH_DIRS", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--", str(out)],
+         "--server.address", "127.0.0.1", "--server.headless", "true", *(["--", str(out)] if out else [])],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
@@ -182,3 +183,35 @@ def test_compare_overlays_the_runs_of_the_link(served, browser):
     for run_id in ids:
         expect(chart.locator(".legendtext", has_text=run_id)).to_have_count(1, timeout=30000)
     ctx.close()
+
+
+def test_live_charts_grow_until_paused(browser, tmp_path):
+    """The built-in demo's live run keeps writing; its charts follow in the fragment until paused."""
+    proc, url = _serve_demo(tmp_path)
+    try:
+        ctx, page, _ = _page(browser)
+        page.goto(url)
+        expect(page.get_by_text("Runs (", exact=False)).to_be_visible(timeout=60000)
+        live = rd.discover([tmp_path / "demo"])
+        run_id = live[live["status"] == "running"]["run_id"].iloc[0]
+        page.goto(f"{url}/metrics?run={quote(run_id)}")
+        expect(page.get_by_test_id("stPlotlyChart").first.locator(".main-svg").first).to_be_visible(timeout=30000)
+        points = ("() => Math.max(...Array.from(document.querySelectorAll('.js-plotly-plot'))"
+                  ".map(d => Math.max(...d._fullData.map(t => (t.x && t.x.length) || 0))))")
+        first = page.evaluate(points)
+        page.wait_for_function(f"{points.replace('() =>', '() => (')}) > {first}", timeout=30000)
+        page.get_by_text("Pause live refresh").click()
+        page.wait_for_url("**paused=true**", timeout=10000)
+        page.wait_for_timeout(1500)
+        paused = page.evaluate(points)
+        page.wait_for_timeout(8000)
+        assert page.evaluate(points) == paused
+        ctx.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _serve_demo(tmp_path: Path) -> tuple[subprocess.Popen, str]:
+    """The app with no directory: it writes the built-in demo (and its live writer) to the cache dir."""
+    return _serve(None, {"RUNDASH_CACHE_DIR": str(tmp_path)})
