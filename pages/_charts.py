@@ -83,9 +83,14 @@ def show_chart(chart: Chart, key: str) -> None:
         st.caption(f"**{md_escape(chart.title)}**: {md_escape(chart.note or 'no data')}")
         return
     st.plotly_chart(chart.figure, key=f"fig_{key}", config=PLOTLY_CONFIG, width="stretch")
-    st.download_button("CSV", data=chart.csv, file_name=f"{_slug(chart.title)}.csv", mime="text/csv",
-                       key=f"csv_{key}", icon=":material/download:", type="tertiary", on_click="ignore",
-                       help=f"All {sum(len(s) for s in chart.series):,} points, not downsampled.")
+    csv_button(chart.csv, chart.title, key=f"csv_{key}",
+               help=f"All {sum(len(s) for s in chart.series):,} points, not downsampled.")
+
+
+def csv_button(data, title: str, key: str, help: str) -> None:
+    """A CSV download whose bytes are made only when clicked (`data` is a callable)."""
+    st.download_button("CSV", data=data, file_name=f"{_slug(title)}.csv", mime="text/csv", key=key,
+                       icon=":material/download:", type="tertiary", on_click="ignore", help=help)
 
 
 def chart_grid(charts: list[Chart], key: str, columns: int = 2) -> None:

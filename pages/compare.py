@@ -63,7 +63,10 @@ def groups_block(indexes, configs, key, metrics, align) -> None:
         bands = group_band({label: run_series_frame(ix, m, align) for label, ix in indexes.items()}, groups)
         if bands.empty:
             continue
-        cols[i % 2].plotly_chart(band_chart(m, bands, align, {}), key=f"band_{i}", config=_charts.PLOTLY_CONFIG)
+        with cols[i % 2]:
+            st.plotly_chart(band_chart(m, bands, align, {}), key=f"band_{i}", config=_charts.PLOTLY_CONFIG)
+            _charts.csv_button(lambda b=bands: b.to_csv(index=False).encode(), f"{m} by {key}", key=f"band_csv_{i}",
+                               help="Mean, std and run count per group and x.")
 
 
 runs = _ui.runs_list()

@@ -80,6 +80,8 @@ def test_config_diff_and_group_by_a_config_key(monkeypatch, demo_runs):
     assert band, list(charts(at))
     names = sorted(lines(band[0]))
     assert names == ["1 (n=1)", "2 (n=2)"]
+    downloads = at.get("download_button")
+    assert len(downloads) == len(at.get("plotly_chart"))  # every chart, bands included, has its CSV
 
 
 def test_run_name_filter_and_fewer_than_two_runs(monkeypatch, demo_runs):
