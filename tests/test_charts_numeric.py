@@ -6,7 +6,6 @@ the formula, for long series), never by calling the code under test a second way
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -249,23 +248,6 @@ def test_downsample_stays_under_the_limit_on_irregular_x():
 def test_downsample_empty():
     d = minmax_downsample(np.empty(0), np.empty(0))
     assert d.n_in == 0 and not d.bucketed and d.x.size == d.y_max.size == 0
-
-
-def test_fifteen_series_of_20k_points_smooth_and_downsample_fast():
-    """The section bench target (15 series x 20k steps): ~10-25 ms per method when vectorised; the
-    bound catches gross regressions (quadratic work, numpy calls per point or per bucket)."""
-    rng = np.random.default_rng(6)
-    x = np.arange(20_000, dtype=float)
-    ys = [rng.normal(size=x.size).cumsum() for _ in range(15)]
-    for method in smoothing.METHODS[1:]:
-        best = math.inf
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for y in ys:
-                d = minmax_downsample(x, y, y_line=smooth(x, y, method, smoothing.RANGES[method][1]))
-            best = min(best, time.perf_counter() - t0)
-        assert len(d.x) <= 1600
-        assert best < 0.25, f"{method}: {best:.3f}s for 15 x 20k points"
 
 
 # --- axes ------------------------------------------------------------------------------------

@@ -33,16 +33,13 @@ NAMES = RUN_NAMES
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-    """One demo folder shared by the read-only tests, and how long writing it took."""
-    root = tmp_path_factory.mktemp("cache") / "demo"
-    t0 = time.perf_counter()
-    folder = demo.ensure_demo(root)
-    return folder, time.perf_counter() - t0
+    """One demo folder shared by the read-only tests."""
+    return demo.ensure_demo(tmp_path_factory.mktemp("cache") / "demo")
 
 
 @pytest.fixture(scope="module")
 def folder(written):
-    return written[0]
+    return written
 
 
 def _rows(path: Path) -> list[dict]:
@@ -60,9 +57,8 @@ def _all_mtimes(root: Path) -> dict[str, int]:
 
 # Writing ---------------------------------------------------------------------------------------
 
-def test_writes_fast_small_and_returns_the_output_dir(written):
-    folder, seconds = written
-    assert seconds < 5.0, f"demo write took {seconds:.2f}s"
+def test_writes_small_and_returns_the_output_dir(written):
+    folder = written
     runs = sorted(p.name for p in folder.iterdir() if p.is_dir())
     assert runs == sorted([*NAMES.values(), "harbor_trials", RELAX_NAME])
     files = sorted(p.name for p in folder.iterdir() if p.is_file())
@@ -80,10 +76,8 @@ def test_second_call_is_idempotent_and_cheap(tmp_path):
     assert demo.ensure_demo(root) == root
     before = _all_mtimes(root)
     inode = os.stat(root / NAMES["live"] / "monitors/file/metrics.jsonl").st_ino
-    t0 = time.perf_counter()
     assert demo.ensure_demo(root) == root
-    assert time.perf_counter() - t0 < 0.1
-    assert _all_mtimes(root) == before
+    assert _all_mtimes(root) == before  # nothing rewritten: the second call only checks
     assert os.stat(root / NAMES["live"] / "monitors/file/metrics.jsonl").st_ino == inode
 
 
