@@ -189,3 +189,13 @@ def test_a_reader_failure_is_a_message_not_a_traceback(monkeypatch, demo_runs):
     at = metrics_page(monkeypatch, folder, run_id)
     assert any("Could not read the metrics of" in e.value and "disk went away" in e.value for e in at.error)
     assert not figures(at)
+
+
+def test_trainer_and_orchestrator_time_step_are_two_labelled_series(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    run_id, _ = run_of(runs, "prime-rl")
+    at = metrics_page(monkeypatch, folder, run_id, s_performance="true")
+    step_time = [f for f in figures(at) if f["layout"]["title"]["text"] == "time/step"][0]
+    names = sorted(t["name"] for t in step_time["data"] if t.get("showlegend", True) is not False)
+    assert names == ["time/step (orch)", "time/step (trainer)"]
+    assert step_time["layout"]["showlegend"] is True
