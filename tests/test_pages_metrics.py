@@ -3,6 +3,7 @@ figures Streamlit would send to the browser."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -137,16 +138,21 @@ def test_all_metrics_mode_filters_and_reaches_keys_no_section_covers(monkeypatch
     assert any("Invalid regex" in e.value for e in at.error) and not figures(at)
 
 
-def test_live_refresh_toggle_only_for_running_runs(monkeypatch, demo_runs, tmp_path):
+def test_live_refresh_toggle_only_for_running_runs(monkeypatch, demo_runs):
+    import streamlit as st
+
+    from rundash_core.demo import RUN_NAMES
+
     folder, runs = demo_runs
-    done = runs[runs["status"] != "running"].iloc[0]
+    live = runs[runs["path"].str.endswith(RUN_NAMES["live"])].iloc[0]
+    metrics = Path(live["path"]) / "monitors" / "file" / "metrics.jsonl"
+    os.utime(metrics)  # written just now: the run is running, however long the tests took
+    st.cache_data.clear()  # the runs list is cached for a few seconds
+    at = metrics_page(monkeypatch, folder, live["run_id"])
+    assert [t for t in at.toggle if t.label == "Pause live refresh"]
+    done = runs[runs["status"] == "completed"].iloc[0]
     at = metrics_page(monkeypatch, folder, done["run_id"])
     assert not [t for t in at.toggle if t.label == "Pause live refresh"]
-    live = runs[runs["status"] == "running"]
-    if live.empty:  # the demo's live run is written "now"; it is running unless the test stalled 3 min
-        pytest.skip("no running demo run")
-    at = metrics_page(monkeypatch, folder, live.iloc[0]["run_id"])
-    assert [t for t in at.toggle if t.label == "Pause live refresh"]
 
 
 def test_a_rerun_shows_rows_appended_since_the_last_one(monkeypatch, tmp_path):
