@@ -19,9 +19,8 @@ def pick_runs(runs) -> list[str]:
     ids = [r for r in runs["run_id"] if pattern is None or pattern.search(r)]
     current = st.session_state.get("run_id")
     default = [r for r in ids if r == current][:1]
-    chosen = _charts.url_widget(c2.multiselect, "Runs", ids, key="runs", default=default,
-                          help="Two or more runs, any mix of kinds; each keeps one colour on every chart.")
-    return chosen
+    return _charts.url_widget(c2.multiselect, "Runs", ids, key="runs", default=default,
+                              help="Two or more runs, any mix of kinds; each keeps one colour on every chart.")
 
 
 def overlays(indexes, metrics, align, opts, colors) -> None:
@@ -47,10 +46,10 @@ def config_block(configs) -> str | None:
         st.caption("The configs are identical." if only else "No config found for these runs.")
     else:
         st.dataframe(diff, width="stretch", height=min(600, 38 + 35 * len(diff)))
-    keys = list(config_diff(configs, differences_only=True).index)
+    keys = list((diff if only else config_diff(configs, differences_only=True)).index)
     return _charts.url_widget(st.selectbox, "Group runs by config key", [None, *keys], key="group",
-                        format_func=lambda k: "(no grouping)" if k is None else k,
-                        help="Runs with the same value form a group; charts show each group's mean ± std.")
+                              format_func=lambda k: "(no grouping)" if k is None else k,
+                              help="Runs with the same value form a group; charts show each group's mean ± std.")
 
 
 def groups_block(indexes, configs, key, metrics, align) -> None:
@@ -80,7 +79,7 @@ if len(chosen) < 2:
 
 c1, c2 = st.columns([1, 2.6])
 align = _charts.url_widget(c1.segmented_control, "Align on", list(ALIGN), key="align", default="step",
-                     format_func=ALIGN.get, required=True)
+                           format_func=ALIGN.get, required=True)
 with c2:
     opts = _charts.chart_options()
 rows = runs.set_index("run_id").loc[chosen]

@@ -17,7 +17,7 @@ def header(run, ov) -> tuple:
     st.markdown(f"## Metrics · {md_escape(run.name)}")
     c1, c2, c3 = st.columns([1.1, 1.2, 2.6])
     mode = _charts.url_widget(c1.segmented_control, "View", list(MODES), key="view", default="sections",
-                        format_func=MODES.get, required=True)
+                              format_func=MODES.get, required=True)
     with c3:
         opts = _charts.chart_options()
     paused = _charts.live_paused(ov.status == "running", container=c1)
