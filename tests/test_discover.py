@@ -205,6 +205,7 @@ def _no_reads(monkeypatch):
         raise AssertionError("discover read a log")
 
     monkeypatch.setattr(verl_summary, "open_ends", fail)
+    monkeypatch.setattr(verl_summary, "read_digest", fail)
     monkeypatch.setattr(verl_text, "read_range", fail)
     monkeypatch.setattr(verl_text, "read_tail", fail)
 
@@ -395,3 +396,77 @@ def test_one_pass_discovery_equals_the_run_objects_path(tmp_path, monkeypatch, f
         row = lean.set_index("run_id").loc["sidecar"]
         assert row["updated"] == pd.Timestamp(2e9 - 30, unit="s", tz="UTC")  # the JSONL is newer than the log
         assert "alone" in set(lean["run_id"])
+
+
+# The digest's fast path (io/verl_quick): the exact digest or "not sure" ------------------------------
+def _exact_and_quick(path):
+    from rundash_core.io.verl_ends import LogEnds
+    from rundash_core.sources import verl_summary
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        return verl_summary._digest(LogEnds(fd, size)), verl_summary.quick_digest(fd, size)
+    finally:
+        os.close(fd)
+
+
+def test_fast_digest_equals_the_exact_one_on_cuts_of_the_sample_logs(tmp_path):
+    """Cut anywhere (at line ends and mid-line), the fast path answers the exact digest or None."""
+    hits = 0
+    for src in sorted((Path(__file__).parent / "data" / "verl").rglob("*.log")):
+        data = src.read_bytes()
+        for c in sorted(set(range(0, len(data), max(len(data) // 40, 1))) | {len(data)}):
+            for part in {data[:data.rfind(b"\n", 0, c) + 1], data[:c]}:
+                p = tmp_path / "cut.log"
+                p.write_bytes(part)
+                exact, quick = _exact_and_quick(p)
+                assert quick is None or quick == exact, (src.name, c, len(part))
+                hits += quick is not None
+    assert hits > 60
+
+
+def test_fast_digest_answers_for_the_bench_templates(tmp_path):
+    from rundash_core.bench.discovery import templates
+
+    for i, data in enumerate(templates(0.3)):
+        p = tmp_path / f"t{i}.log"
+        p.write_bytes(data)
+        exact, quick = _exact_and_quick(p)
+        assert quick is not None and quick == exact, i
+
+
+def test_fast_digest_is_not_sure_where_the_exact_path_reads_on(tmp_path):
+    """A config print past the first reads, without its trainer section or with a file logger to
+    look up, trial dirs named, no step line or wall-clock stamp in the windows: None, and the
+    digest discovery reads (`read_digest` with the size) is still the exact one."""
+    from rundash_core.sources.verl_summary import read_digest
+
+    stamp = b"2025-06-18 16:49:37,706\tINFO start\n"
+    cfg = (b"(TaskRunner pid=1) {'actor_rollout_ref': {'model': {'path': 'org/actor'}},\n"
+           b"(TaskRunner pid=1)  'critic': {'model': {'path': 'org/critic'}},\n"
+           b"(TaskRunner pid=1)  'trainer': {'experiment_name': 'exp', 'logger': ['console'],\n"
+           b"(TaskRunner pid=1)              'total_training_steps': 40}}\n")
+    steps = b"".join(b"(TaskRunner pid=1) step:%d - a:1.0 - val-core/gsm8k/acc/mean@1:0.5\n" % i for i in range(1, 400))
+    noise = b"(WorkerDict pid=2) {'not': 'the config'} " + b"x" * 60 + b"\n"
+    quiet = b"(WorkerDict pid=2) working " + b"y" * 60 + b"\n"
+    base = stamp + cfg + steps
+    cases = {
+        "plain": (base, True),
+        "config at 100 KiB": (stamp + quiet * 1100 + cfg + steps, True),
+        "config past 128 KiB": (stamp + quiet * 1600 + cfg + steps, False),
+        "many braces first": (stamp + noise * 100 + cfg + steps, False),
+        "file logger": (base.replace(b"['console']", b"['console', 'file']"), False),
+        "no trainer section": (stamp + cfg.replace(b"'trainer'", b"'trainee'") + steps, False),
+        "trial dirs named": (stamp + b"harbor_trials/x/step_0001\n" + cfg + steps, False),
+        "no step in the last 16 KiB": (base + quiet * 400, False),
+        "no stamp": (cfg + steps, False),
+        "cut config": (stamp + cfg[:120], False),
+    }
+    for name, (data, sure) in cases.items():
+        p = tmp_path / "v.log"
+        p.write_bytes(data)
+        exact, quick = _exact_and_quick(p)
+        assert (quick is not None) == sure, name
+        assert quick is None or quick == exact, name
+        assert read_digest(str(p), len(data)) == exact, name

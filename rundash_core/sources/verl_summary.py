@@ -16,6 +16,7 @@ from .. import cache
 from ..io.files import file_id, read_range
 from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
                             head_search, open_ends, quick_head, quick_tail, stamp_in)
+from ..io.verl_quick import quick_parts
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
 from ..io.verl_text import _FILE_LOGGER, HeadSummary, head_summary
 from . import harbor
@@ -143,21 +144,35 @@ def log_digest(path: str) -> Digest | None:
     fp = file_id(path)
     if fp is None:
         return None
-    return cache.shared.current(("verl-digest", path), fp, lambda: read_digest(path), size=digest_size)
+    return cache.shared.current(("verl-digest", path), fp, lambda: read_digest(path, fp.size), size=digest_size)
 
 
-def read_digest(path: str) -> Digest | None:
-    """One open; the reads `LogEnds` needs (two of 16 KiB for most logs)."""
+def read_digest(path: str, size: int | None = None) -> Digest | None:
+    """One open; with the log's `size` (from the stat in hand), the fast path (`verl_quick`) first,
+    else (not sure, or no size) the reads `LogEnds` needs (two of 16 KiB for most logs)."""
     try:
-        fd, ends = open_ends(path)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        return _digest(ends)
+        if size is not None and (digest := quick_digest(fd, size)) is not None:
+            return digest
+        return _digest(LogEnds(fd, os.fstat(fd).st_size))
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def quick_digest(fd: int, size: int) -> Digest | None:
+    """The digest `_digest` gives, by the fast path; None when it is not sure."""
+    parts = quick_parts(fd, size)
+    if parts is None:
+        return None
+    named, qh, qt, stamp, progress, sft = parts
+    total = qh.total_steps if qh.total_steps is not None and qh.total_steps > 0 else None
+    return Digest(named, qh, qt, _stamp_seconds(stamp), None, progress, sft, _model(qh),
+                  total or qt.progress_total or progress or sft, tuple(val_sources(qt.keys)))
 
 
 def _stamp_seconds(stamp: bytes | None) -> float | None:
