@@ -300,6 +300,21 @@ def _last_step(data: bytes, lo: int, hi: int) -> int | None:
     return _last_step_at(data, lo, hi)[0]
 
 
+def tail_progress_total(data: bytes, lo: int, hi: int) -> int | None:
+    """The total of the last `Training Progress:` bar in data[lo:hi] (None when there is none)."""
+    p = hi
+    while (p := data.rfind(b"Training Progress:", lo, p)) >= 0:
+        m = _PROGRESS.match(data, p, hi)
+        if m is not None:
+            return int(m.group(1))
+    return None
+
+
+def tail_val_keys(data: bytes, lo: int, hi: int) -> tuple[str, ...]:
+    """The validation keys of the last line holding any, in data[lo:hi], in order, once each."""
+    return tuple(dict.fromkeys(k.decode("utf-8", "replace") for k in _val_keys(data, lo, hi)))
+
+
 def _last_step_at(data: bytes, lo: int, hi: int) -> tuple[int | None, int]:
     """(the last `step:N - ` in `data[lo:hi]` not preceded by a word character or `/`, where it
     starts); (None, -1) when there is none."""
@@ -351,14 +366,8 @@ def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
         step, at = _last_step_at(data, lo, hi)
         if step is not None or ends.tail_start == 0:
             break
-    total = None
-    p = hi if progress else -1
-    while p >= 0 and (p := data.rfind(b"Training Progress:", lo, p)) >= 0:
-        m = _PROGRESS.match(data, p, hi)
-        if m is not None:
-            total = int(m.group(1))
-            break
-    keys = tuple(dict.fromkeys(k.decode("utf-8", "replace") for k in _val_keys(data, lo, hi)))
+    total = tail_progress_total(data, lo, hi) if progress else None
+    keys = tail_val_keys(data, lo, hi)
     final = _find_at(data, b"F", (_FINAL,), lo, hi, tries=8) >= 0
     if not final and at >= 0 and at - lo < FINAL_BEFORE and ends.tail_start > 0:
         more = ends.tail(ends.size - ends.tail_start + FINAL_BEFORE)  # prepends FINAL_BEFORE bytes (or fewer)

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 
-from .verl_ends import (_CONFIG_STARTS, _EXPERIMENT, _FINAL, _PARTIAL, _PATH, _PROGRESS, _STAMP, _TOTAL, CONFIG_WINDOW,
-                        FINAL_BEFORE, FIRST_BYTES, HEAD_BYTES, QuickHead, QuickTail, _last_step_at, _str_value, _val_keys)
+from .verl_ends import (_CONFIG_STARTS, _EXPERIMENT, _FINAL, _PARTIAL, _PATH, _STAMP, _TOTAL, CONFIG_WINDOW,
+                        FINAL_BEFORE, FIRST_BYTES, HEAD_BYTES, QuickHead, QuickTail, _last_step_at, _str_value,
+                        tail_progress_total, tail_val_keys)
 from .verl_grammar import PROGRESS, SFT_STEPS
 
 MORE_HEAD = 128 << 10  # a config print not in the first read is looked for this far (then: not sure)
@@ -157,14 +158,8 @@ def quick_parts(fd: int, size: int):
     if step is None and tail_start > 0:
         return None
     has_total = qh.total_steps is not None and qh.total_steps > 0
-    total = None
-    p = -1 if has_total else hi
-    while p >= 0 and (p := tail.rfind(b"Training Progress:", lo, p)) >= 0:
-        m = _PROGRESS.match(tail, p, hi)
-        if m is not None:
-            total = int(m.group(1))
-            break
-    keys = tuple(dict.fromkeys(k.decode("utf-8", "replace") for k in _val_keys(tail, lo, hi)))
+    total = None if has_total else tail_progress_total(tail, lo, hi)
+    keys = tail_val_keys(tail, lo, hi)
     final = tail.rfind(_FINAL, lo, hi) >= 0  # no occurrence can run past `hi` (a line end)
     if not final and at >= 0 and at - lo < FINAL_BEFORE and tail_start > 0:
         return None  # the print may sit before the window: the exact path looks there
