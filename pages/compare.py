@@ -7,6 +7,7 @@ from rundash_core.charts.aliases import alias_table
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, run_series_frame
 from rundash_core.compare import config_diff, config_value, group_band, summary
 from rundash_core.present import md_code, md_escape
+from rundash_core.redact import redact
 
 ALIGN = {"step": "step", "time": "relative wall time"}
 
@@ -96,7 +97,7 @@ colors = _charts.colors_for(chosen)
 st.caption(" · ".join(f"{md_code(r)} ({selected[r].kind})" for r in chosen))
 overlays(indexes, metrics, align, opts, colors)
 summary_block(frames, metrics)
-configs = {rid: _ui.run_config(run) for rid, run in selected.items()}
+configs = {rid: redact(_ui.run_config(run)) for rid, run in selected.items()}  # secrets: [hidden]
 group_key = config_block(configs)
 if group_key:
     groups_block(indexes, configs, group_key, metrics, align)

@@ -103,3 +103,27 @@ def test_time_alignment_names_the_runs_without_timestamps(monkeypatch, demo_runs
     reward = lines(charts(at)["reward"])
     assert list(reward) == [prime]  # the verl run cannot be placed on a time axis
     assert charts(at)["reward"]["layout"]["xaxis"]["title"]["text"].startswith("time since start")
+
+
+def test_config_diff_never_shows_secrets(monkeypatch, tmp_path):
+    import shutil
+
+    from conftest import DATA
+
+    out = tmp_path / "outputs"
+    secret = "sk-THISISASECRETVALUE123456"
+    ids = []
+    for i, key in enumerate(["sk-OTHERSECRETVALUE98765432", secret]):
+        run = out / f"secret-run-{i}--qwen3-0.6b--5ec2e70{i}"
+        shutil.copytree(DATA / "prime-rl-old" / "reverse-text--qwen3-0.6b--a7be3ee1", run, symlinks=True)
+        cfg = run / "configs" / "orchestrator.json"
+        data = json.loads(cfg.read_text())
+        data["client"] = {"api_key": key, "base_url": f"http://host-{i}"}
+        cfg.write_text(json.dumps(data))
+        ids.append(run.name)
+    at = compare_page(monkeypatch, out, ids)
+    diff = [d.value for d in at.dataframe if d.value.index.name == "key"][0]
+    shown = diff.to_string()
+    assert "base_url" in shown and secret not in shown and "OTHERSECRET" not in shown
+    assert not any(k.endswith("api_key") for k in diff.index)  # both hidden: equal, not a difference
+    assert all(secret not in str(o) for o in at.selectbox(key="group").options)
