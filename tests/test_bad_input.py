@@ -198,38 +198,31 @@ def test_missing_metrics_file(tmp_path):
     assert ov.step is None and ov.max_steps == 10 and ov.model == "Qwen/Qwen3-0.6B"
 
 
-def test_metrics_file_is_a_directory(tmp_path):
-    run_dir = run_with_metrics(tmp_path, None)
-    (run_dir / NEW_METRICS).mkdir(parents=True)
-    still_lists(run_dir)
-    run = rd.open_run(run_dir)
-    assert len(run.metrics()) == 0
-    p = one_problem(run, "not a regular file")
-    assert p.path == str(run_dir / NEW_METRICS)
+def _metrics_is_a_directory(folder):
+    (folder / "metrics.jsonl").mkdir()
 
 
-def test_metrics_symlink_loop(tmp_path):
-    run_dir = run_with_metrics(tmp_path, None)
-    folder = run_dir / "monitors" / "file"
-    folder.mkdir(parents=True)
+def _metrics_symlink_loop(folder):
     os.symlink("other.jsonl", folder / "metrics.jsonl")
     os.symlink("metrics.jsonl", folder / "other.jsonl")
-    still_lists(run_dir)
-    run = rd.open_run(run_dir)
-    assert len(run.metrics()) == 0
-    p = one_problem(run, "loop")
-    assert p.path == str(run_dir / NEW_METRICS)
 
 
-def test_metrics_broken_symlink(tmp_path):
+def _metrics_broken_symlink(folder):
+    os.symlink("/nonexistent/metrics.jsonl", folder / "metrics.jsonl")
+
+
+@pytest.mark.parametrize("make,what", [(_metrics_is_a_directory, "not a regular file"),
+                                       (_metrics_symlink_loop, "loop"),
+                                       (_metrics_broken_symlink, "broken symlink")])
+def test_unreadable_metrics_path_is_a_problem_not_a_crash(tmp_path, make, what):
     run_dir = run_with_metrics(tmp_path, None)
     folder = run_dir / "monitors" / "file"
     folder.mkdir(parents=True)
-    os.symlink("/nonexistent/metrics.jsonl", folder / "metrics.jsonl")
+    make(folder)
     still_lists(run_dir)
     run = rd.open_run(run_dir)
     assert len(run.metrics()) == 0
-    p = one_problem(run, "broken symlink")
+    p = one_problem(run, what)
     assert p.path == str(run_dir / NEW_METRICS)
 
 
