@@ -132,11 +132,17 @@ def test_replaced_file_same_size_is_reread(tmp_path):
     assert rows_of(res.rows) == ref_rows(new)
 
 
-def test_replaced_file_larger_is_reread_not_appended(tmp_path):
-    p = tmp_path / "m.jsonl"
+def tail_after_ten_rows(p) -> JsonlTail:
+    """A tail that has read a file of ten rows (the start of the rewrite/truncation cases)."""
     write_lines(p, rows(10))
     tail = JsonlTail(p)
     tail.poll()
+    return tail
+
+
+def test_replaced_file_larger_is_reread_not_appended(tmp_path):
+    p = tmp_path / "m.jsonl"
+    tail = tail_after_ten_rows(p)
     new = write_lines(tmp_path / "new.jsonl", rows(30, start=1000))
     os.replace(tmp_path / "new.jsonl", p)
     res = tail.poll()
@@ -158,9 +164,7 @@ def test_rewritten_in_place_same_size_is_reread(tmp_path):
 
 def test_truncated_to_empty_then_quiet_then_regrows(tmp_path, parsed):
     p = tmp_path / "m.jsonl"
-    write_lines(p, rows(10))
-    tail = JsonlTail(p)
-    tail.poll()
+    tail = tail_after_ten_rows(p)
     p.write_bytes(b"")
     res = tail.poll()
     assert res.reset and len(res.rows) == 0
@@ -178,9 +182,7 @@ def test_truncated_to_empty_then_quiet_then_regrows(tmp_path, parsed):
 
 def test_truncated_to_partial_line_then_completed(tmp_path, parsed):
     p = tmp_path / "m.jsonl"
-    write_lines(p, rows(10))
-    tail = JsonlTail(p)
-    tail.poll()
+    tail = tail_after_ten_rows(p)
     p.write_bytes(b'{"step": 3, "time')
     res = tail.poll()
     assert res.reset and len(res.rows) == 0
