@@ -15,10 +15,7 @@ Targets (issue 4): one section ≤ 1× the frame load; ≤ 1,600 points per seri
 from __future__ import annotations
 
 import gc
-import json
 import os
-import shutil
-import tempfile
 import time
 
 import plotly.io as pio
@@ -31,7 +28,7 @@ from rundash_core.charts.series import series_index
 from rundash_core.charts.view import key_groups, metric_charts, section_charts
 
 from . import metrics_data as md
-from .common import format_table, pass_miss, run_one, secs
+from .common import add_common_options, format_table, pass_miss, print_report, run_one, secs, work_root
 
 SECTION_VS_LOAD = 1.0
 MAX_POINTS_PER_SERIES = 1600
@@ -119,30 +116,18 @@ def add_parser(sub) -> None:
     c = sub.add_parser("charts", help="Metrics page figures of a 20k-step × 300-metric run vs loading its frame")
     c.add_argument("--steps", type=int, default=20000, help="training steps (default 20000)")
     c.add_argument("--keys", type=int, default=300, help="distinct keys per producer (default 300)")
-    c.add_argument("--dir", help="write the run to DIR/bench-run and keep it (default: a temp dir, removed)")
-    c.add_argument("--in-process", action="store_true", help="measure in this process (for tests)")
-    c.add_argument("--json", help="also write the measurements to this JSON file")
+    add_common_options(c, "the run to DIR/bench-run")
     c.set_defaults(func=cmd_charts)
 
 
 def cmd_charts(args) -> int:
     spec = md.Spec(steps=args.steps, keys=args.keys)
-    keep = args.dir is not None
-    root = os.path.abspath(args.dir) if keep else tempfile.mkdtemp(prefix="rundash-bench-")
-    run_dir = os.path.join(root, "bench-run")
-    try:
-        os.makedirs(root, exist_ok=True)
+    with work_root(args.dir, "rundash-bench-charts-") as root:
+        run_dir = os.path.join(root, "bench-run")
         print(f"generating {spec.steps:,} steps × {spec.keys} keys/producer into {run_dir} …", flush=True)
         gen = md.generate_run(run_dir, spec)
         print(f"generated {gen.bytes / 1e6:,.1f} MB in {gen.seconds:.1f} s; measuring in a fresh process …", flush=True)
         r = run_one("charts", "charts", {"run_dir": run_dir}, in_process=args.in_process)
         text, checks = build_report(gen, spec, r)
-        print()
-        print(text, flush=True)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"results": r, "checks": checks}, f, indent=1)
+        print_report(text, args.json, {"results": r, "checks": checks})
         return 0
-    finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)

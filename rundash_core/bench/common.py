@@ -13,8 +13,12 @@ import importlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
+from typing import Iterator
 
 
 def rss_mb() -> float:
@@ -61,8 +65,45 @@ def best_of(bench: str, contenders: tuple[str, ...], kwargs: dict, *, repeat: in
     for contender, measured in runs.items():
         best = dict(min(measured, key=lambda x: x["seconds"]))
         best["all_seconds"] = [x["seconds"] for x in measured]
+        if all("peak_rss_mb" in x for x in measured):  # every run's peak, not only the fastest one's
+            best["all_peak_rss_mb"] = [x["peak_rss_mb"] for x in measured]
+            best["all_delta_rss_mb"] = [x["delta_rss_mb"] for x in measured]
         out[contender] = best
     return out
+
+
+# Command-line pieces every bench shares ----------------------------------------------------------
+def add_common_options(p, kept: str, *, repeat: int | None = None, repeat_help: str = "",
+                       in_process_help: str = "measure in this process (fast, for tests)") -> None:
+    """`--dir` (keep what is generated: `kept`), `--repeat` (when the bench repeats), `--in-process`
+    and `--json`."""
+    p.add_argument("--dir", help=f"write {kept} and keep it (default: a temp dir, removed at the end)")
+    if repeat is not None:
+        p.add_argument("--repeat", type=int, default=repeat,
+                       help=f"{repeat_help or 'runs per contender, interleaved'}; the best counts (default {repeat})")
+    p.add_argument("--in-process", action="store_true", help=in_process_help)
+    p.add_argument("--json", help="also write all measurements to this JSON file")
+
+
+@contextmanager
+def work_root(keep_dir: str | None, prefix: str) -> Iterator[str]:
+    """The folder a bench generates its data in: `keep_dir` (kept), else a temp dir removed after."""
+    root = os.path.abspath(keep_dir) if keep_dir is not None else tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(root, exist_ok=True)
+    try:
+        yield root
+    finally:
+        if keep_dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def print_report(text: str, json_path: str | None, payload: dict) -> None:
+    """The report on stdout, and every measurement as JSON when asked (`--json`)."""
+    print()
+    print(text, flush=True)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(payload, f, indent=1, default=str)
 
 
 def format_table(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:

@@ -18,11 +18,10 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 
-from .common import best_of, format_table, mb, pass_miss, run_one, secs
+from .common import add_common_options, best_of, format_table, mb, pass_miss, print_report, run_one, secs, work_root
 from .verl import _STEP, sample_dir, sample_logs
 
 COLD_VS_FLOOR = 20.0  # cold discover at most 20× the bare listing
@@ -224,19 +223,14 @@ def add_parser(sub) -> None:
     p = sub.add_parser("discovery", help="the runs list over 600 verl logs of ~1 MB: cold, warm, floor, scan")
     p.add_argument("--logs", type=int, default=600, help="number of logs (default 600)")
     p.add_argument("--mb", type=float, default=1.0, help="size of each log in MB (default 1)")
-    p.add_argument("--dir", help="write the logs to DIR/logs and keep them (default: a temp dir, removed)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per contender, interleaved; the best counts (default 3)")
     p.add_argument("--sample", type=int, default=40, help="runs checked against a full parse (default 40)")
-    p.add_argument("--in-process", action="store_true", help="measure in this process (fast, for tests)")
-    p.add_argument("--json", help="also write all measurements to this JSON file")
+    add_common_options(p, "the logs to DIR/logs", repeat=3)
     p.set_defaults(func=cmd_discovery)
 
 
 def cmd_discovery(args) -> int:
-    keep = args.dir is not None
-    root = os.path.abspath(args.dir) if keep else tempfile.mkdtemp(prefix="rundash-bench-discovery-")
-    folder = os.path.join(root, "logs")
-    try:
+    with work_root(args.dir, "rundash-bench-discovery-") as root:
+        folder = os.path.join(root, "logs")
         shutil.rmtree(folder, ignore_errors=True)
         now = time.time()
         print(f"building {args.logs} verl logs of ~{args.mb:g} MB from the sample logs in {sample_dir()} …", flush=True)
@@ -248,12 +242,5 @@ def cmd_discovery(args) -> int:
         results["verify"] = run_one("discovery", "verify", {"folder": folder, "now": now, "sample": args.sample},
                                     in_process=args.in_process)
         text, checks = build_report(gen, results)
-        print()
-        print(text, flush=True)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"generated": asdict(gen), "results": results, "checks": checks}, f, indent=1, default=str)
+        print_report(text, args.json, {"generated": asdict(gen), "results": results, "checks": checks})
         return 0 if checks["verify_ok"] and checks["warm_same"] else 1
-    finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)

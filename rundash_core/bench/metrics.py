@@ -13,10 +13,7 @@ Generates a synthetic run (`metrics_data`), then measures, each contender in a f
 from __future__ import annotations
 
 import gc
-import json
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import asdict
 
@@ -32,7 +29,7 @@ from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
 from rundash_core.metricstore import MetricStore
 
 from . import metrics_data as md
-from .common import format_table, mb, pass_miss, run_one, secs
+from .common import add_common_options, best_of, format_table, mb, pass_miss, print_report, run_one, secs, work_root
 
 ROWS_PER_ROUND = 10
 
@@ -272,25 +269,19 @@ def add_parser(sub) -> None:
     defaults = md.Spec()
     m.add_argument("--steps", type=int, default=defaults.steps, help=f"training steps (default {defaults.steps})")
     m.add_argument("--keys", type=int, default=defaults.keys, help=f"distinct keys per producer (default {defaults.keys})")
-    m.add_argument("--dir", help="write the run to DIR/bench-run (replaced if present) and keep it "
-                   "(default: a temp dir, removed at the end)")
-    m.add_argument("--repeat", type=int, default=1, help="cold-load runs per contender; the best counts (default 1)")
     m.add_argument("--refresh-repeat", type=int, default=5, help="refresh rounds; the best counts (default 5)")
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--profile", action="store_true", help="also print a cProfile of rundash's cold load")
-    m.add_argument("--in-process", action="store_true",
-                   help="measure in this process (fast, for tests; peak RSS is then not per contender)")
-    m.add_argument("--json", help="also write all measurements to this JSON file")
+    add_common_options(m, "the run to DIR/bench-run (replaced if present)", repeat=1,
+                       repeat_help="cold-load runs per contender, interleaved",
+                       in_process_help="measure in this process (fast, for tests; peak RSS is then not per contender)")
     m.set_defaults(func=cmd_metrics)
 
 
 def cmd_metrics(args) -> int:
     spec = md.Spec(steps=args.steps, keys=args.keys, seed=args.seed)
-    keep = args.dir is not None
-    root = os.path.abspath(args.dir) if keep else tempfile.mkdtemp(prefix="rundash-bench-")
-    os.makedirs(root, exist_ok=True)
-    run_dir = os.path.join(root, "bench-run")
-    try:
+    with work_root(args.dir, "rundash-bench-metrics-") as root:
+        run_dir = os.path.join(root, "bench-run")
         print(f"generating {spec.steps:,} steps × {spec.keys} keys/producer into {run_dir} …", flush=True)
         gen = md.generate_run(run_dir, spec)
         print(f"generated {gen.bytes / 1e6:,.1f} MB ({gen.lines:,} lines) in {gen.seconds:.1f} s", flush=True)
@@ -299,18 +290,10 @@ def cmd_metrics(args) -> int:
             return run_one("metrics", contender, {"path": gen.path, **kwargs}, in_process=args.in_process)
 
         load0 = os.getloadavg()[0]
-        samples: dict[str, list[dict]] = {}
-        repeat = max(args.repeat, 1)
-        for r in range(repeat):  # interleaved, so background load hits all alike
-            for contender in ("rundash", "pyarrow", "pandas"):
-                print(f"measuring {contender} ({r + 1}/{repeat}) …", flush=True)
-                samples.setdefault(contender, []).append(one(contender))
-        results: dict = {}
-        for contender, runs in samples.items():
-            best = dict(min(runs, key=lambda x: x["seconds"]))
-            best.update(peak_rss_mb=max(x["peak_rss_mb"] for x in runs), delta_rss_mb=max(x["delta_rss_mb"] for x in runs),
-                        all_seconds=[x["seconds"] for x in runs])
-            results[contender] = best
+        results: dict = best_of("metrics", ("rundash", "pyarrow", "pandas"), {"path": gen.path},
+                                repeat=args.repeat, in_process=args.in_process)
+        for best in results.values():  # the report's RSS: the peak over every run of a contender
+            best.update(peak_rss_mb=max(best.pop("all_peak_rss_mb")), delta_rss_mb=max(best.pop("all_delta_rss_mb")))
         print("verifying the tidy frame against an independent merge …", flush=True)
         results["verify"] = one("verify")
         print("timing cold-load phases …", flush=True)
@@ -319,13 +302,6 @@ def cmd_metrics(args) -> int:
         results["refresh"] = one("refresh", spec=asdict(spec), refresh_repeat=args.refresh_repeat)
         results["loadavg"] = [load0, os.getloadavg()[0]]
         text, checks = build_report(gen, spec, results, args.in_process)
-        print()
-        print(text, flush=True)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"generated": asdict(gen), "spec": asdict(spec), "results": results, "checks": checks}, f,
-                          indent=1)
+        print_report(text, args.json, {"generated": asdict(gen), "spec": asdict(spec), "results": results,
+                                       "checks": checks})
         return 0 if (checks["tidy_ok"] and checks["refresh_rows_ok"]) else 1
-    finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)

@@ -15,12 +15,9 @@ process:
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,7 +26,7 @@ import rundash_core as rd
 from rundash_core import cache
 from rundash_core.io.verl_log import VerlLogTail
 
-from .common import best_of, format_table, mb, pass_miss, run_one, secs
+from .common import add_common_options, best_of, format_table, mb, pass_miss, print_report, run_one, secs, work_root
 
 TARGET_SPEEDUP = 5.0
 SAMPLE_NAMES = ("dq_math.log", "eh_Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log", "eh_gemma-2-2b-it-sft-0.411.log",
@@ -235,18 +232,12 @@ def build_report(gen: Generated, results: dict) -> tuple[str, dict]:
 def add_parser(sub) -> None:
     p = sub.add_parser("verl", help="a ~100 MB verl console log: rundash vs the per-line approach")
     p.add_argument("--mb", type=float, default=100.0, help="size of the generated log in MB (default 100)")
-    p.add_argument("--dir", help="write the log to DIR/bench.log and keep it (default: a temp dir, removed)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per contender, interleaved; the best counts (default 3)")
-    p.add_argument("--in-process", action="store_true", help="measure in this process (fast, for tests)")
-    p.add_argument("--json", help="also write all measurements to this JSON file")
+    add_common_options(p, "the log to DIR/bench.log", repeat=3)
     p.set_defaults(func=cmd_verl)
 
 
 def cmd_verl(args) -> int:
-    keep = args.dir is not None
-    root = os.path.abspath(args.dir) if keep else tempfile.mkdtemp(prefix="rundash-bench-verl-")
-    os.makedirs(root, exist_ok=True)
-    try:
+    with work_root(args.dir, "rundash-bench-verl-") as root:
         path = os.path.join(root, "bench.log")
         print(f"building a {args.mb:,.0f} MB verl log from the sample logs in {sample_dir()} …", flush=True)
         gen = build_log(path, args.mb)
@@ -260,12 +251,5 @@ def cmd_verl(args) -> int:
         results["refresh"] = run_one("verl", "refresh", {"path": path}, in_process=args.in_process)
         results["loadavg"] = [load0, os.getloadavg()[0]]
         text, checks = build_report(gen, results)
-        print()
-        print(text, flush=True)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"generated": asdict(gen), "results": results, "checks": checks}, f, indent=1)
+        print_report(text, args.json, {"generated": asdict(gen), "results": results, "checks": checks})
         return 0 if checks["rows_ok"] and checks["refresh_ok"] else 1
-    finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)
