@@ -216,17 +216,25 @@ def _lean_row(path: str, cls: type[Run], digest, run_id: str, now: float, listin
         except Exception:  # noqa: BLE001 - the Run object's path below says what went wrong
             brief = None
     if brief is not None:
-        status = derive_status(finished=brief.final, updated=brief.updated, step=brief.step,
-                               max_steps=brief.max_steps, now=now)
         base = os.path.basename(path)
         if run_id == base or run_id.endswith(":" + base):  # as VerlRun names it
             run_id = run_id[: len(run_id) - len(base)] + stem(path)
-        return ((run_id, brief.name, cls.kind, path, status, brief.step, brief.max_steps, brief.started,
-                 brief.updated, brief.model, 1, brief.flavor, [], list(brief.eval_envs), None, brief),
-                fp.mtime if fp is not None else _mtime(path))
+        return _brief_values(run_id, cls.kind, path, brief, now) + (brief,), fp.mtime if fp is not None else _mtime(path)
     run = cls(path, run_id=run_id)
     row = _row(run, now)
     return tuple(row.get(c) for c in COLUMNS) + (row.get("_brief"),), _mtime(run.path)
+
+
+def _status(brief: Brief, now: float) -> str:
+    return derive_status(finished=brief.final, updated=brief.updated, step=brief.step, max_steps=brief.max_steps,
+                         now=now)
+
+
+def _brief_values(run_id: str, kind: str, path: str, brief: Brief, now: float) -> tuple:
+    """A verl log's row (values in COLUMNS order) from its Brief, the status derived at `now`;
+    `created`/`updated` stay epoch seconds (`_frame_rows` converts them at once)."""
+    return (run_id, brief.name, kind, path, _status(brief, now), brief.step, brief.max_steps, brief.started, brief.updated,
+            brief.model, 1, brief.flavor, [], list(brief.eval_envs), None)
 
 
 def _digest_brief(log: str, name: str, digest, fp, listings: dict) -> Brief:
@@ -287,8 +295,7 @@ def _folders_sig(dirs: tuple, listings: dict | None = None) -> tuple | None:
 
 def _again(last: tuple, now: float) -> pd.DataFrame:
     _sig, frame, briefs, _folders = last
-    status = [derive_status(finished=b.final, updated=b.updated, step=b.step, max_steps=b.max_steps, now=now)
-              for b in briefs]
+    status = [_status(b, now) for b in briefs]
     frame = frame.copy()
     if list(frame["status"]) != status:
         frame["status"] = status
@@ -311,12 +318,7 @@ def _row(run: Run, now: float) -> dict:
     try:
         brief = _brief(run)
         if brief is not None:
-            status = derive_status(finished=brief.final, updated=brief.updated, step=brief.step,
-                                   max_steps=brief.max_steps, now=now)
-            return {"run_id": run.run_id, "name": brief.name, "kind": run.kind, "path": run.path, "status": status,
-                    "step": brief.step, "max_steps": brief.max_steps, "created": brief.started,
-                    "updated": brief.updated, "model": brief.model, "attempts": 1, "flavor": brief.flavor,
-                    "train_envs": [], "eval_envs": list(brief.eval_envs), "error": None, "_brief": brief}
+            return {**dict(zip(COLUMNS, _brief_values(run.run_id, run.kind, run.path, brief, now))), "_brief": brief}
         ov = run.overview(full=False, now=now)
         row = {k: getattr(ov, k) for k in COLUMNS if hasattr(ov, k)}
         row["error"] = None
@@ -337,12 +339,6 @@ def _times(values: list) -> pd.Series:
         out.iloc[other] = [values[i] for i in other]
         out = pd.to_datetime(out, utc=True)
     return out
-
-
-def _frame(rows: list[dict], mtimes: list[float]) -> pd.DataFrame:
-    """The rows (dicts) as a frame, newest first."""
-    order = sorted(range(len(rows)), key=lambda i: -mtimes[i])
-    return _frame_rows([tuple(rows[i].get(c) for c in COLUMNS) for i in order])
 
 
 def _frame_rows(rows: list[tuple]) -> pd.DataFrame:
