@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from .figures import Chart, ChartOptions, _rgba, build_chart, color_of, plotly_text
 from .. import cache
+from .aliases import canonical_frame
 from .series import X_STEP, X_TIME, Series, SeriesIndex, frame_stamp
 
 
@@ -46,7 +47,7 @@ def matched_keys(keys: list[str], shown: int = 3) -> str:
 
 def section_charts(index: SeriesIndex, section, x: str, opts: ChartOptions) -> list[Chart]:
     """The charts of one section (computed only when the page opens it)."""
-    return [panel_chart(index, p.title, p.keys, x, opts, getattr(p, "x", X_STEP)) for p in section.panels]
+    return [panel_chart(index, p.title, p.keys, x, opts, p.x) for p in section.panels]
 
 
 def metric_charts(index: SeriesIndex, keys: Iterable[str], x: str, opts: ChartOptions) -> list[Chart]:
@@ -115,8 +116,6 @@ def compare_indexes(runs: Mapping[str, object]) -> tuple[dict[str, SeriesIndex],
 
 
 def _canonical(kind: str, tidy: pd.DataFrame) -> tuple[SeriesIndex, pd.DataFrame]:
-    from .aliases import canonical_frame  # Compare only
-
     times = tidy["time"].to_numpy(dtype="float64")
     finite = times[np.isfinite(times)]
     canon = canonical_frame(kind, tidy)
