@@ -17,7 +17,7 @@ import rundash_core as rd  # noqa: E402
 from rundash_core import cache  # noqa: E402
 from rundash_core.bench import metrics, metrics_data as md  # noqa: E402
 from rundash_core.bench.__main__ import build_parser, main  # noqa: E402
-from rundash_core.bench.common import format_table, run_one  # noqa: E402
+from rundash_core.bench.common import cpu_note, format_table, run_one, timed  # noqa: E402
 
 TINY = md.Spec(steps=40, keys=80, mix_steps=5)  # keys=80: the trainer has per-env keys
 
@@ -146,6 +146,18 @@ def test_one_contender_in_fresh_process(tmp_path):
     gen = _generate(tmp_path, md.Spec(steps=20, keys=20))
     result = run_one("metrics", "pyarrow", {"path": gen.path})
     assert result["rows"] == gen.lines and result["seconds"] > 0 and result["peak_rss_mb"] > 50
+
+
+def test_timed_counts_the_page_faults_of_new_memory():
+    """64 MiB written for the first time is at least 16,384 fresh 4 KiB pages (fewer with huge
+    pages, never zero); the CPU times are the process's own."""
+    block, cost = timed(lambda: bytearray(64 << 20))
+    assert len(block) == 64 << 20 and cost["seconds"] > 0
+    assert cost["minor_faults"] > 0 and cost["user_s"] >= 0 and cost["sys_s"] >= 0
+    small, cost_small = timed(lambda: sum(range(1000)))
+    assert small == 499500 and cost_small["minor_faults"] < cost["minor_faults"]
+    note = cpu_note({**cost, "minor_faults": 43281})
+    assert note.startswith("user ") and note.endswith(", 43,281 page faults") and cpu_note({"seconds": 1}) == ""
 
 
 def test_cli_defaults_and_table():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from rundash_core.bench import discovery as bench
 from rundash_core.bench.__main__ import build_parser, main
@@ -16,6 +17,7 @@ def test_generated_logs_and_contenders(tmp_path):
     assert any(n.endswith("_vllm.log") for n in names) and any(n.startswith("launch_") for n in names)
     assert len(bench.log_paths(str(tmp_path / "logs"))) == 20
     assert bench.floor(str(tmp_path / "logs")) == len(names)
+    assert bench.read_ends(str(tmp_path / "logs")) == 20  # the logs only, no sidecar, no launch wrapper
     scan = bench.whole_file_scan(str(tmp_path / "logs"))
     assert len(scan) == 20 and all(isinstance(s, int) for s in scan.values())
     result = bench.verify(str(tmp_path / "logs"), sample=20)
@@ -39,9 +41,11 @@ def test_report_has_every_row(tmp_path, capsys):
                "--json", str(out_json)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    for label in ("floor: os.scandir + stat", "rundash cold: rd.discover", "rundash warm: rd.discover again",
-                  "whole-file scan: read each log"):
+    for label in ("floor: os.scandir + stat", "reading alone: 16 KiB at each end", "rundash cold: rd.discover",
+                  "rundash warm: rd.discover again", "whole-file scan: read each log"):
         assert label in out, label
+    cold = next(x for x in out.splitlines() if x.startswith("| rundash cold"))
+    assert re.search(r"user \d+\.\d\d s, sys \d+\.\d\d s, [\d,]+ page faults", cold), cold
     for check in ("cold / floor", "whole-file scan / cold", "warm / floor"):
         line = next(x for x in out.splitlines() if x.startswith(f"| {check}"))
         assert line.rstrip(" |").endswith(("PASS", "MISS")), line
@@ -49,7 +53,7 @@ def test_report_has_every_row(tmp_path, capsys):
         line = next(x for x in out.splitlines() if x.startswith(f"| {check}"))
         assert line.rstrip(" |").endswith("PASS"), line
     saved = json.loads(out_json.read_text())
-    assert saved["results"]["cold"]["rows"] == saved["results"]["warm"]["rows"] == 20
+    assert saved["results"]["cold"]["rows"] == saved["results"]["warm"]["rows"] == saved["results"]["ends"]["rows"] == 20
     assert saved["results"]["warm"]["same_as_cold"] and saved["checks"]["verify_ok"]
 
 

@@ -55,8 +55,12 @@ def test_report_has_every_row(tmp_path, capsys):
     for check in ("rundash values = baseline values", "rundash-only cells", "refresh +10 lines: run.metrics()"):
         line = next(x for x in out.splitlines() if x.startswith(f"| {check}"))
         assert line.rstrip(" |").endswith("PASS"), line
+    parse = next(x for x in out.splitlines() if x.startswith("| rundash parse: VerlLogTail"))
+    assert re.search(r"user \d+\.\d\d s, sys \d+\.\d\d s, [\d,]+ page faults \|$", parse), parse
     saved = json.loads(out_json.read_text())
     assert set(saved["results"]) >= {"rundash", "baseline", "floor", "cold", "verify", "refresh"}
+    assert all(saved["results"][k]["minor_faults"] >= 0 for k in ("rundash", "baseline", "floor", "cold"))
+    assert saved["results"]["baseline"]["user_s"] + saved["results"]["baseline"]["sys_s"] > 0
     assert saved["results"]["floor"]["rows"] == saved["generated"]["lines"]
     assert saved["checks"]["speedup"] == pytest.approx(
         saved["results"]["baseline"]["seconds"] / saved["results"]["rundash"]["seconds"])

@@ -17,13 +17,32 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 
 def rss_mb() -> float:
     """Peak RSS of this process so far, in MB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, dict]:
+    """`fn()` and what it cost: wall seconds, CPU seconds in user and kernel mode, and minor page
+    faults (first touches of new memory). Why the last three: on a VM, the kernel time of page
+    faults can be a large and variable share of a parse that keeps what it read."""
+    r0, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    value = fn()
+    seconds, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF)
+    return value, {"seconds": seconds, "user_s": r1.ru_utime - r0.ru_utime, "sys_s": r1.ru_stime - r0.ru_stime,
+                   "minor_faults": r1.ru_minflt - r0.ru_minflt}
+
+
+def cpu_note(r: dict) -> str:
+    """`user 0.41 s, sys 0.10 s, 43,281 page faults` for a measurement made by `timed`."""
+    if "user_s" not in r:
+        return ""
+    return f"user {r['user_s']:.2f} s, sys {r['sys_s']:.2f} s, {r['minor_faults']:,} page faults"
 
 
 def measure_here(bench: str, contender: str, kwargs: dict) -> dict:

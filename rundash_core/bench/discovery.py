@@ -6,6 +6,8 @@ differ; every 10th log has a `<name>_vllm.log` sidecar and a few `launch_*.log` 
 between (both must be skipped). Then measures, each in a fresh process:
 
 - `floor`: `os.scandir` + `stat` of the same files: what any listing costs;
+- `ends`: that listing plus reading 16 KiB at each end of every log, nothing searched (what
+  reading alone costs: discovery reads at least this);
 - `cold`: `rd.discover([folder])` in a fresh process with an empty cache;
 - `warm`: the second `rd.discover` in the same process, nothing changed;
 - `scan`: what peer dashboards do: read every log whole and regex its last `step:N`;
@@ -21,7 +23,8 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 
-from .common import add_common_options, best_of, format_table, mb, pass_miss, print_report, run_one, secs, work_root
+from .common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
+                     secs, timed, work_root)
 from .verl import _STEP, sample_dir, sample_logs
 
 COLD_VS_FLOOR = 20.0  # cold discover at most 20× the bare listing
@@ -112,6 +115,25 @@ def floor(folder: str) -> int:
     return n
 
 
+def read_ends(folder: str, nbytes: int = 16 << 10) -> int:
+    """What reading alone costs: the first and last `nbytes` of every log (one open, two preads,
+    one close each, as discovery's first reads), nothing searched. The share of cold discovery
+    no parser can avoid; on a VM that pages idle files out, most of it is disk latency."""
+    n = 0
+    with os.scandir(folder) as it:
+        for e in it:
+            if e.name.endswith(".log") and not e.name.endswith("_vllm.log") and not e.name.startswith("launch_"):
+                size = e.stat().st_size
+                fd = os.open(e.path, os.O_RDONLY)
+                try:
+                    os.pread(fd, nbytes, 0)
+                    os.pread(fd, nbytes, max(size - nbytes, 0))
+                finally:
+                    os.close(fd)
+                n += 1
+    return n
+
+
 def whole_file_scan(folder: str) -> dict[str, int | None]:
     """What peer dashboards do for the runs list: read each log whole, regex its last `step:N`."""
     out = {}
@@ -129,27 +151,26 @@ def measure(contender: str, folder: str, now: float | None = None, sample: int =
     from rundash_core import cache
 
     if contender == "floor":
-        t = time.perf_counter()
-        n = floor(folder)
-        return {"seconds": time.perf_counter() - t, "rows": n}
+        n, cost = timed(lambda: floor(folder))
+        return {**cost, "rows": n}
+    if contender == "ends":
+        n, cost = timed(lambda: read_ends(folder))
+        return {**cost, "rows": n}
     if contender in ("cold", "warm"):
         cache.shared.clear()
-        t = time.perf_counter()
-        frame = rd.discover([folder], now=now)
-        cold = time.perf_counter() - t
+        frame, cost = timed(lambda: rd.discover([folder], now=now))
         if contender == "cold":
-            return {"seconds": cold, "rows": len(frame), "errors": int(frame["error"].notna().sum())}
+            return {**cost, "rows": len(frame), "errors": int(frame["error"].notna().sum())}
         best = float("inf")
         for _ in range(5):  # nothing changed in between: the best of five second calls
             t = time.perf_counter()
             again = rd.discover([folder], now=now)
             best = min(best, time.perf_counter() - t)
         same = again.drop(columns=["error"]).equals(frame.drop(columns=["error"]))
-        return {"seconds": best, "rows": len(again), "cold_seconds": cold, "same_as_cold": bool(same)}
+        return {"seconds": best, "rows": len(again), "cold_seconds": cost["seconds"], "same_as_cold": bool(same)}
     if contender == "scan":
-        t = time.perf_counter()
-        steps = whole_file_scan(folder)
-        return {"seconds": time.perf_counter() - t, "rows": len(steps)}
+        steps, cost = timed(lambda: whole_file_scan(folder))
+        return {**cost, "rows": len(steps)}
     if contender == "verify":
         return verify(folder, now=now, sample=sample)
     raise ValueError(f"unknown contender {contender!r}")
@@ -181,10 +202,12 @@ def verify(folder: str, now: float | None = None, sample: int = 40) -> dict:
 
 # Report -------------------------------------------------------------------------------------------
 def build_report(gen: Generated, results: dict) -> tuple[str, dict]:
-    fl, cold, warm, scan = (results[k]["seconds"] for k in ("floor", "cold", "warm", "scan"))
+    fl, ends, cold, warm, scan = (results[k]["seconds"] for k in ("floor", "ends", "cold", "warm", "scan"))
     ver = results["verify"]
     rows = [
         ["floor: os.scandir + stat of the same files", secs(fl), "1.0×", f"{results['floor']['rows']:,} entries"],
+        ["reading alone: 16 KiB at each end of every log, no search", secs(ends), f"{ends / fl:.1f}×",
+         f"{results['ends']['rows']:,} logs"],
         ["rundash cold: rd.discover (fresh process, fresh cache)", secs(cold), f"{cold / fl:.1f}×",
          f"{results['cold']['rows']:,} runs, {results['cold']['errors']} errors"],
         ["rundash warm: rd.discover again, nothing changed", secs(warm), f"{warm / fl:.1f}×",
@@ -192,7 +215,9 @@ def build_report(gen: Generated, results: dict) -> tuple[str, dict]:
         ["whole-file scan: read each log, regex the last step:N", secs(scan), f"{scan / fl:.1f}×",
          f"{results['scan']['rows']:,} logs"],
     ]
-    table = format_table(["measurement", "time (s)", "vs floor", "result"], rows, right={1, 2})
+    for r, key in zip(rows, ("floor", "ends", "cold", "warm", "scan")):
+        r.append(cpu_note(results[key]))
+    table = format_table(["measurement", "time (s)", "vs floor", "result", "CPU of that run"], rows, right={1, 2})
     checks = {"cold_vs_floor": cold / fl, "scan_vs_cold": scan / cold, "warm_vs_floor": warm / fl,
               "verify_ok": bool(ver["ok"]), "warm_same": bool(results["warm"]["same_as_cold"])}
     check_rows = [
@@ -236,7 +261,7 @@ def cmd_discovery(args) -> int:
         print(f"building {args.logs} verl logs of ~{args.mb:g} MB from the sample logs in {sample_dir()} …", flush=True)
         gen = build_logs(folder, args.logs, args.mb, now=now)
         print(f"built {gen.bytes / 1e6:,.0f} MB in {gen.seconds:.1f} s", flush=True)
-        results: dict = best_of("discovery", ("floor", "cold", "warm", "scan"), {"folder": folder, "now": now},
+        results: dict = best_of("discovery", ("floor", "ends", "cold", "warm", "scan"), {"folder": folder, "now": now},
                                 repeat=args.repeat, in_process=args.in_process)
         print("checking discover's step and status against full parses …", flush=True)
         results["verify"] = run_one("discovery", "verify", {"folder": folder, "now": now, "sample": args.sample},

@@ -26,7 +26,8 @@ import rundash_core as rd
 from rundash_core import cache
 from rundash_core.io.verl_log import VerlLogTail
 
-from .common import add_common_options, best_of, format_table, mb, pass_miss, print_report, run_one, secs, work_root
+from .common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
+                     secs, timed, work_root)
 
 TARGET_SPEEDUP = 5.0
 SAMPLE_NAMES = ("dq_math.log", "eh_Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log", "eh_gemma-2-2b-it-sft-0.411.log",
@@ -122,26 +123,25 @@ def rundash_rows(path: str) -> list[dict]:
 
 def measure(contender: str, path: str) -> dict:
     if contender in ("rundash", "baseline"):
-        parse = rundash_rows if contender == "rundash" else baseline_rows
-        t = time.perf_counter()
-        rows = parse(path)
-        seconds = time.perf_counter() - t
-        return {"seconds": seconds, "rows": len(rows), "values": sum(len(r.keys() - _NOT_VALUES) for r in rows)}
+        rows, cost = timed(lambda: (rundash_rows if contender == "rundash" else baseline_rows)(path))
+        return {**cost, "rows": len(rows), "values": sum(len(r.keys() - _NOT_VALUES) for r in rows)}
     if contender == "floor":
-        t = time.perf_counter()
-        with open(path, "rb") as fh:
-            n = sum(1 for _ in fh)
-        return {"seconds": time.perf_counter() - t, "rows": n}
+        n, cost = timed(lambda: _count_lines(path))
+        return {**cost, "rows": n}
     if contender == "cold":
         cache.shared.clear()
-        t = time.perf_counter()
-        frame = rd.open_run(path).metrics()
-        return {"seconds": time.perf_counter() - t, "rows": len(frame)}
+        frame, cost = timed(lambda: rd.open_run(path).metrics())
+        return {**cost, "rows": len(frame)}
     if contender == "verify":
         return verify(path)
     if contender == "refresh":
         return measure_refresh(path)
     raise ValueError(f"unknown contender {contender!r}")
+
+
+def _count_lines(path: str) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh)
 
 
 def merged(rows: list[dict]) -> dict:
@@ -192,7 +192,8 @@ def build_report(gen: Generated, results: dict) -> tuple[str, dict]:
     base = results["baseline"]["seconds"]
 
     def row(label: str, r: dict, note: str) -> list[str]:
-        return [label, secs(r["seconds"]), f"{size / r['seconds']:,.0f}", f"{base / r['seconds']:.1f}×", note]
+        return [label, secs(r["seconds"]), f"{size / r['seconds']:,.0f}", f"{base / r['seconds']:.1f}×", note,
+                cpu_note(r)]
 
     rows = [
         row("rundash parse: VerlLogTail.poll() → rows", results["rundash"],
@@ -203,7 +204,8 @@ def build_report(gen: Generated, results: dict) -> tuple[str, dict]:
         row("rundash cold load: open_run().metrics() (parse + merge + tidy)", results["cold"],
             f"{results['cold']['rows']:,} tidy rows"),
     ]
-    table = format_table(["measurement", "time (s)", "MB/s", "vs baseline", "result"], rows, right={1, 2, 3})
+    table = format_table(["measurement", "time (s)", "MB/s", "vs baseline", "result", "CPU of that run"], rows,
+                         right={1, 2, 3})
     speedup = base / results["rundash"]["seconds"]
     ver, ref = results["verify"], results["refresh"]
     checks = {"speedup": speedup, "rows_ok": bool(ver["ok"]),
