@@ -22,6 +22,7 @@ import re
 import shutil
 import time
 from dataclasses import asdict, dataclass
+from typing import Iterator
 
 from .common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
                      secs, timed, work_root)
@@ -115,34 +116,38 @@ def floor(folder: str) -> int:
     return n
 
 
+def bench_logs(folder: str) -> Iterator[os.DirEntry]:
+    """The folder's logs as the contenders below pick them (sidecars and launch wrappers left out)."""
+    with os.scandir(folder) as it:
+        for e in it:
+            if e.name.endswith(".log") and not e.name.endswith("_vllm.log") and not e.name.startswith("launch_"):
+                yield e
+
+
 def read_ends(folder: str, nbytes: int = 16 << 10) -> int:
     """What reading alone costs: the first and last `nbytes` of every log (one open, two preads,
     one close each, as discovery's first reads), nothing searched. The share of cold discovery
     no parser can avoid; on a VM that pages idle files out, most of it is disk latency."""
     n = 0
-    with os.scandir(folder) as it:
-        for e in it:
-            if e.name.endswith(".log") and not e.name.endswith("_vllm.log") and not e.name.startswith("launch_"):
-                size = e.stat().st_size
-                fd = os.open(e.path, os.O_RDONLY)
-                try:
-                    os.pread(fd, nbytes, 0)
-                    os.pread(fd, nbytes, max(size - nbytes, 0))
-                finally:
-                    os.close(fd)
-                n += 1
+    for e in bench_logs(folder):
+        size = e.stat().st_size
+        fd = os.open(e.path, os.O_RDONLY)
+        try:
+            os.pread(fd, nbytes, 0)
+            os.pread(fd, nbytes, max(size - nbytes, 0))
+        finally:
+            os.close(fd)
+        n += 1
     return n
 
 
 def whole_file_scan(folder: str) -> dict[str, int | None]:
     """What peer dashboards do for the runs list: read each log whole, regex its last `step:N`."""
     out = {}
-    with os.scandir(folder) as it:
-        for e in it:
-            if e.name.endswith(".log") and not e.name.endswith("_vllm.log") and not e.name.startswith("launch_"):
-                with open(e.path, "rb") as fh:
-                    steps = _LAST_STEP.findall(fh.read())
-                out[e.path] = int(steps[-1]) if steps else None
+    for e in bench_logs(folder):
+        with open(e.path, "rb") as fh:
+            steps = _LAST_STEP.findall(fh.read())
+        out[e.path] = int(steps[-1]) if steps else None
     return out
 
 
