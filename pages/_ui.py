@@ -87,6 +87,8 @@ def sidebar(dirs: tuple[str, ...], roots: tuple[str, ...], is_demo: bool) -> Run
 
 
 def _directories(dirs: tuple[str, ...], roots: tuple[str, ...]) -> None:
+    for error in sc.runs_scan(all_dirs(dirs))[1]:
+        st.warning(f"Cannot read a tracked directory: {md_escape(error)}")
     with st.expander("Directories"):
         for d in all_dirs(dirs):
             st.code(d, language="text")

@@ -78,14 +78,14 @@ if run is None:
 ov = run.overview()
 mode, opts, paused, x_slot = header(run, ov)
 with st.spinner("Reading the run's metrics…"):
-    index = _ui.read_or_stop(lambda: series_index(run.path, run.metrics()), f"the metrics of {run.name}")
+    index = _ui.read_or_stop(lambda: series_index(run), f"the metrics of {run.name}")
 x = _charts.x_axis(x_choices(index), container=x_slot)
 
 
 @st.fragment(run_every=None if paused else 5.0)
 def charts() -> None:
     """Re-reads only appended bytes on every tick while the run is running and not paused."""
-    idx = index if paused else _ui.read_or_stop(lambda: series_index(run.path, run.metrics()),
+    idx = index if paused else _ui.read_or_stop(lambda: series_index(run),
                                                 f"the metrics of {run.name}")
     if idx.rows == 0:
         _ui.empty_state("This run has no metrics yet.")

@@ -59,6 +59,9 @@ def _column(chosen: list[dict], shape: tuple, key: str, dtype, convert) -> np.nd
     return np.fromiter(map(convert, raw), dtype=dtype, count=len(raw))
 
 
+_SERIALS = itertools.count(1)
+
+
 class MetricStore:
     """Follows one metrics JSONL file and keeps its merged rows; thread-safe."""
 
@@ -71,6 +74,7 @@ class MetricStore:
         self.timed_producer = timed_producer
         self.infer_producer = infer_producer  # False: every legacy row is default_producer's (sft, eval)
         self.lock = threading.RLock()
+        self.serial = next(_SERIALS)  # which store: a store made again (after eviction) is another one
         self.version = 0
         self._reset()
 
@@ -264,6 +268,11 @@ class MetricStore:
         block.tmin[new_rows] = times[positions]
 
     # Views --------------------------------------------------------------------------------------
+    @property
+    def stamp(self) -> tuple[int, int]:
+        """(serial, version): changes whenever what the store holds changes."""
+        return self.serial, self.version
+
     def max_step(self) -> int | None:
         steps = [int(b.steps[: b.n].max()) for b in self.stepped.values() if b.n]
         return max(steps) if steps else None

@@ -1,12 +1,18 @@
-"""The run model every source format implements: `Run`, its `Overview`, and `Problem`s.
+"""The run contract every source format implements: `Run`, its `Overview`, and `Problem`s.
 
 A `Run` is cheap to create: it reads nothing until a frame is asked for, and every frame reflects
 the files as they are now (readers re-check fingerprints and parse only appended bytes). Heavy
 parsed state lives in the process-wide cache (`rundash_core.cache`), so two `Run` objects for the
 same directory share it.
+
+Every kind answers every method with frames of one schema (`rundash_core.frames`), empty where it
+has no such data, and says in `capabilities` what it offers: pages ask that, never `kind`. A new
+source subclasses `Run`, registers in `rundash_core.sources`, and passes `tests/test_contract.py`.
 """
 from __future__ import annotations
 
+import abc
+import dataclasses
 import hashlib
 import os
 import time
@@ -14,11 +20,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .metricstore import MetricStore, empty_tidy
+from . import frames
+from .frames import Episode
 
 KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
 STATUSES = ("running", "completed", "stopped", "unknown")
 RUNNING_WINDOW_S = 180.0
+CAPABILITIES = ("metrics", "config", "attempts", "samples", "episodes", "validation", "logs", "tokens")
 
 
 class RunError(Exception):
@@ -42,7 +50,7 @@ class Problem:
 
 @dataclass
 class Overview:
-    """What the run card shows."""
+    """The run's one summary: the run card and its row in the runs list are both this."""
 
     run_id: str
     name: str
@@ -60,6 +68,8 @@ class Overview:
     train_envs: list[str] = field(default_factory=list)
     eval_envs: list[str] = field(default_factory=list)
     flavor: str = "rl"
+    finished: bool = False  # the run said it is done (a final print, every chunk sealed)
+    steps_done: int | None = None  # updates done (step + 1 for 0-based logs): what max_steps counts
 
     @property
     def progress(self) -> str:
@@ -70,12 +80,27 @@ class Overview:
             return f"{self.step}/∞"
         return f"{min(self.step, self.max_steps)}/{self.max_steps}"
 
+    def at(self, now: float | None = None) -> "Overview":
+        """This summary with its status and duration as of `now` (a cached summary turns from
+        running to stopped without a re-read)."""
+        now = time.time() if now is None else now
+        updated = self.updated.timestamp() if self.updated is not None else None
+        done = self.steps_done if self.steps_done is not None else self.step
+        status = derive_status(finished=self.finished, updated=updated, step=done, max_steps=self.max_steps, now=now)
+        started = self.started.timestamp() if self.started is not None else None
+        end = now if status == "running" else updated
+        duration = end - started if end is not None and started is not None and end >= started else None
+        return dataclasses.replace(self, status=status, duration_s=duration)
+
 
 def utc(ts: float | None) -> pd.Timestamp | None:
     """Epoch seconds → a UTC pandas Timestamp (None stays None)."""
     if ts is None or ts != ts:
         return None
-    return pd.Timestamp(ts, unit="s", tz="UTC")
+    try:
+        return pd.Timestamp(ts, unit="s", tz="UTC")
+    except (OverflowError, ValueError):
+        return None
 
 
 def derive_status(*, finished: bool, updated: float | None, step: int | None, max_steps: int | None,
@@ -98,10 +123,12 @@ def path_run_id(path: str) -> str:
     return hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:10]
 
 
-class Run:
-    """Base class of every source's run. Subclasses fill in the readers."""
+class Run(abc.ABC):
+    """Base class of every source's run: the abstract readers, and the defaults every kind shares
+    (empty frames of the right schema for what a kind does not have)."""
 
     kind: str = "unknown"
+    capabilities: frozenset[str] = frozenset({"metrics"})
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         self.path = os.path.abspath(os.fspath(path))
@@ -111,36 +138,107 @@ class Run:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.kind} {self.name!r} at {self.path}>"
 
-    # Frames -----------------------------------------------------------------------------------
-    def store(self) -> MetricStore | None:
-        """The `MetricStore` the metrics come from, refreshed; None when the run has none (yet).
-        Sources that derive their metrics another way override `metrics()` instead."""
-        return None
+    # Summary -------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def overview(self, now: float | None = None) -> Overview:
+        """The run card and the runs-list row: cheap (file ends and stats), cached by the files'
+        fingerprints, status as of `now`."""
 
+    # Metrics -------------------------------------------------------------------------------------
+    @abc.abstractmethod
     def metrics(self) -> pd.DataFrame:
-        """Tidy metrics: step (Int64), time (float64), metric (str), value (float64), producer."""
-        store = self.store()
-        return store.tidy() if store is not None else empty_tidy()
+        """Tidy metrics: step (Int64), time (float64), metric, value (float64), producer."""
+
+    @abc.abstractmethod
+    def metrics_version(self) -> tuple:
+        """Changes whenever `metrics()` would answer differently: what derived views are keyed by."""
 
     def metrics_wide(self, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:
-        """One row per (producer, step), one column per metric; time-keyed rows are left out."""
-        raise NotImplementedError
+        """One row per step, one column per metric (`step`, `time`, then the metrics); time-keyed
+        rows are left out. A key logged by several producers is namespaced `producer:key`."""
+        return wide_metrics(self.metrics(), metrics=metrics, producer=producer)
 
+    # Config --------------------------------------------------------------------------------------
+    @abc.abstractmethod
     def config(self) -> dict:
-        raise NotImplementedError
+        """The resolved config of the latest attempt ({} when the run has none)."""
 
+    @abc.abstractmethod
     def configs(self, attempt: int | None = None) -> dict[str, object]:
-        raise NotImplementedError
+        """Every config file of an attempt (default: the latest), by relative name."""
 
     def attempts(self) -> list[int]:
         return [1]
 
     def latest_attempt(self) -> int | None:
-        """The attempt shown by default (None when the source has no attempts)."""
-        return None
+        """The attempt shown by default."""
+        return self.attempts()[-1]
 
-    def overview(self) -> Overview:
-        raise NotImplementedError
-
+    @abc.abstractmethod
     def problems(self) -> list[Problem]:
-        return []
+        """Files that could not be fully read, and why."""
+
+    # Samples -------------------------------------------------------------------------------------
+    def samples(self, split: str | None = None, step: int | None = None) -> pd.DataFrame:
+        """One row per sample/episode (`frames.SAMPLES`)."""
+        return frames.empty(frames.SAMPLES)
+
+    def episode(self, sample_id: str) -> Episode:
+        """The full record of one listed sample; KeyError when the run has no such sample."""
+        raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
+
+    def steps(self) -> pd.DataFrame:
+        """Per step: samples, mean reward, whether it holds eval samples (`frames.STEPS`)."""
+        s = self.samples()
+        s = s[s["step"].notna()]
+        if s.empty:
+            return frames.empty(frames.STEPS)
+        g = s.groupby("step", sort=True)
+        out = pd.DataFrame({"step": g.size().index, "samples": g.size().to_numpy(),
+                            "reward_mean": g["reward"].mean().to_numpy(),
+                            "eval": g["split"].agg(lambda x: bool((x != "train").any())).to_numpy()})
+        return frames.typed(out, frames.STEPS)
+
+    def validation(self) -> pd.DataFrame:
+        """Per validation event × source × statistic (`frames.VALIDATION`)."""
+        return frames.empty(frames.VALIDATION)
+
+    # Logs ----------------------------------------------------------------------------------------
+    def logs(self) -> pd.DataFrame:
+        """One row per log file (`frames.LOGS`)."""
+        return frames.empty(frames.LOGS)
+
+    def read_log(self, paths: list[str], *, tail: int = 1000, before: int | None = None,
+                 pattern: str | None = None, levels: list[str] | None = None) -> pd.DataFrame:
+        """Lines of the given log files, merged by time (`frames.LOG_LINES`)."""
+        return frames.empty(frames.LOG_LINES)
+
+
+def wide_metrics(tidy: pd.DataFrame, *, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:
+    """The wide form of a tidy metrics frame: one row per step, `step`, `time` (the latest write of
+    the step), then one column per metric in first-logged order; keys logged by more than one
+    producer are namespaced `producer:key` (decided over the whole frame, so a column's name does
+    not depend on the filters)."""
+    producers = list(dict.fromkeys(tidy["producer"].astype("str")))
+    if producer is not None and producer not in producers:
+        raise ValueError(f"unknown producer {producer!r}; this run's producers: {', '.join(producers) or 'none'}")
+    stepped = tidy[tidy["step"].notna()]
+    stepped = stepped.astype({"metric": "str", "producer": "str"})
+    per_key = stepped.groupby("metric", sort=False)["producer"].nunique()
+    shared = set(per_key[per_key > 1].index)
+    names = stepped["metric"].where(~stepped["metric"].isin(shared), stepped["producer"] + ":" + stepped["metric"])
+    stepped = stepped.assign(column=names)
+    if producer is not None:
+        stepped = stepped[stepped["producer"] == producer]
+    if metrics is not None:
+        wanted = set(metrics)
+        stepped = stepped[stepped["column"].isin(wanted) | stepped["metric"].isin(wanted)]
+    if stepped.empty:
+        return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": pd.Series([], dtype="float64")})
+    order = list(dict.fromkeys(stepped["column"]))
+    stepped = stepped.drop_duplicates(["step", "column"], keep="last")
+    wide = stepped.pivot(index="step", columns="column", values="value")[order]
+    wide.insert(0, "time", stepped.groupby("step")["time"].max())
+    wide = wide.sort_index().reset_index().rename_axis(columns=None)
+    wide["step"] = wide["step"].astype("Int64")
+    return wide

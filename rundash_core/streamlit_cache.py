@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from . import settings
-from .discover import discover
+from .discover import scan
 from .run import Run
 from .sources import open_run
 
@@ -45,9 +45,14 @@ def _startup(argv: tuple[str, ...], env: tuple[str, ...]) -> tuple[tuple[str, ..
 
 
 @st.cache_data(ttl=5, max_entries=64, show_spinner=False)
+def runs_scan(dirs: tuple[str, ...]) -> tuple[pd.DataFrame, list[str]]:
+    """The runs list (cheap: file ends and stats) and the tracked dirs that cannot be read;
+    refreshed every few seconds."""
+    return scan(list(dirs))
+
+
 def runs_frame(dirs: tuple[str, ...]) -> pd.DataFrame:
-    """The runs list (cheap: file tails and mtimes); refreshed every few seconds."""
-    return discover(list(dirs))
+    return runs_scan(dirs)[0]
 
 
 @st.cache_resource(max_entries=512)

@@ -59,7 +59,7 @@ def measure(contender: str, run_dir: str) -> dict:
     ov = run.overview()
 
     t = time.perf_counter()
-    index = series_index(run.path, tidy)
+    index = series_index(run)
     index_s = time.perf_counter() - t
     sections = sections_for(run.kind, ov.flavor, index.metrics, train_envs=ov.train_envs, eval_envs=ov.eval_envs)
     out = {"load": load, "index": index_s, "rows": len(tidy), "metrics": len(index.metrics), "sections": {}}

@@ -6,6 +6,8 @@ contiguous slice afterwards, instead of a full-frame mask per key.
 """
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,18 +158,9 @@ def _index_size(ix: SeriesIndex) -> int:
     return ix.rows * 40 + 4096
 
 
-def series_index(key, tidy: pd.DataFrame) -> SeriesIndex:
-    """The index of a run's current tidy frame, shared through the process cache: `key` names the
-    run (its path); a frame that grew gets a new index."""
-    return cache.shared.current(("series-index", key), frame_stamp(tidy), lambda: SeriesIndex(tidy),
-                                size=_index_size)
-
-
-def frame_stamp(tidy: pd.DataFrame) -> tuple:
-    """Identifies a version of a store's tidy frame: its length and the buffers it views (a store
-    that rewrites values rebuilds its buffers, one that appends keeps them and grows the length)."""
-    def buffer(col):
-        arr = col.to_numpy() if not isinstance(col.dtype, pd.CategoricalDtype) else col.cat.codes.to_numpy()
-        return arr.__array_interface__["data"][0] if len(arr) else 0
-    return (len(tidy), buffer(tidy["value"]), buffer(tidy["metric"]), tidy["metric"].dtype.categories.size
-            if isinstance(tidy["metric"].dtype, pd.CategoricalDtype) else 0)
+def series_index(run) -> SeriesIndex:
+    """The index of a run's current metrics, shared through the process cache and rebuilt when the
+    run's `metrics_version()` changes (its store grew or was re-read)."""
+    version = run.metrics_version()  # before the frame: an index is never older than its stamp
+    return cache.shared.current(("series-index", os.path.realpath(run.path), run.run_id), version,
+                                lambda: SeriesIndex(run.metrics()), size=_index_size)

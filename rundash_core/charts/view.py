@@ -5,6 +5,8 @@ plain pandas/numpy/plotly, so notebooks can build the same figures.
 """
 from __future__ import annotations
 
+import os
+
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -14,7 +16,7 @@ import plotly.graph_objects as go
 from .figures import Chart, ChartOptions, _rgba, build_chart, color_of, plotly_text
 from .. import cache
 from .aliases import canonical_frame
-from .series import X_STEP, X_TIME, Series, SeriesIndex, frame_stamp
+from .series import X_STEP, X_TIME, Series, SeriesIndex
 
 
 def x_choices(index: SeriesIndex) -> list[str]:
@@ -108,10 +110,9 @@ def compare_indexes(runs: Mapping[str, object]) -> tuple[dict[str, SeriesIndex],
     own first record) and that frame. Cached per run and frame version."""
     indexes, frames = {}, {}
     for label, run in runs.items():
-        tidy = run.metrics()
         indexes[label], frames[label] = cache.shared.current(
-            ("canonical", run.path), frame_stamp(tidy), lambda: _canonical(run.kind, tidy),
-            size=lambda v: v[0].rows * 40 + 4096)
+            ("canonical", os.path.realpath(run.path), run.run_id), run.metrics_version(),
+            lambda: _canonical(run.kind, run.metrics()), size=lambda v: v[0].rows * 40 + 4096)
     return indexes, frames
 
 

@@ -9,6 +9,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from .verl_grammar import PROGRESS
+
 FIRST_BYTES = 16 << 10  # what is read of each end first; a file of up to twice this is read whole
 TAIL_STEPS = (16 << 10, 64 << 10, 1 << 20)  # the tail windows the last `step:N - ` is looked for in
 HEAD_BYTES = 64 << 10  # the head window of the rarely needed fields (tqdm total, SFT step count, …)
@@ -23,8 +25,6 @@ _TOTAL = re.compile(rb"'total_training_steps': (-?\d+|None)")
 _PATH = re.compile(rb"'path': (?:" + _STR + rb"|None)")
 _PARTIAL = re.compile(rb"'partial_pretrain': (?:" + _STR + rb"|None)")
 _VAL_KEY = re.compile(rb"(val(?:-core/|-aux/|/test_score/)[^\s:']+):")
-_PROGRESS = re.compile(rb"Training Progress:\s+\d+%\|[^|]*\|\s*\d+/(\d+) \[")
-_SFT_STEPS = re.compile(rb"Number of steps/epoch \d+, number of epochs \d+, total number of steps (\d+)")
 _STAMP = re.compile(rb"20\d\d-[01]\d-[0-3]\d[ T][0-2]\d:[0-5]\d:[0-5]\d")  # a literal prefix: fast search
 _CONFIG_STARTS = (b"{'actor_rollout_ref'", b"{'data'")
 
@@ -74,16 +74,6 @@ class LogEnds:
         return self._tail
 
 
-def open_ends(path: str) -> tuple[int, LogEnds]:
-    """(fd, its ends); the caller closes fd. Raises OSError like open()."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return fd, LogEnds(fd, os.fstat(fd).st_size)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 # The head: the config print's fields, the start time ----------------------------------------------
 @dataclass(frozen=True)
 class QuickHead:
@@ -120,16 +110,11 @@ def config_start(data: bytes, end: int = -1) -> int:
     return sft if sft >= 0 else rl
 
 
-def _config_end(data: bytes, pos: int) -> int:
-    """The end of the config print at `pos`: its `trainer` section is the last (pprint sorts keys),
-    so the end is the first line ending in `}` (not `},`) after `'trainer': {` within the window;
-    -1 when that is not found there (then the searches run over all of `data`)."""
-    return _config_bounds(data, pos)[1]
-
-
 def _config_bounds(data: bytes, pos: int, hi: int | None = None) -> tuple[int, int]:
-    """(offset of `'trainer': {`, the config print's end) as `_config_end` finds them in
-    `data[:hi]`; the trainer offset is -1 when it is not within the window (and then so is the end)."""
+    """(offset of `'trainer': {`, the config print's end) in `data[:hi]`: its `trainer` section is
+    the last (pprint sorts keys), so the end is the first line ending in `}` (not `},`) after
+    `'trainer': {` within CONFIG_WINDOW of `pos`; the trainer offset is -1 when it is not within
+    the window (and then so is the end)."""
     window = min(pos + CONFIG_WINDOW, len(data) if hi is None else hi)
     trainer = data.find(b"'trainer': {", pos, window)
     if trainer < 0:
@@ -184,17 +169,11 @@ def first_of(ends: LogEnds, needles: tuple, limit: int, hop: bytes = b"") -> tup
     return ends._head, at
 
 
-def find_config(ends: LogEnds) -> tuple[bytes, int, int]:
-    """(head bytes, config start, config end) reading on only as far as needed: the start (the
-    first `{'actor_rollout_ref'` or `{'data'`, as `config_start`) within CONFIG_BYTES, the end
-    within CONFIG_WINDOW of it; (…, -1, -1) without a config print."""
-    data, pos, _trainer, end = find_config_bounds(ends)
-    return data, pos, end
-
-
 def find_config_bounds(ends: LogEnds) -> tuple[bytes, int, int, int]:
-    """`find_config` plus the offset of the print's `'trainer': {` (-1: not found), so that
-    `quick_head` does not search for it again. The bytes seen are `data[:ends.head_len]`."""
+    """(head bytes, config start, offset of the print's `'trainer': {`, config end), reading on
+    only as far as needed: the start (the first `{'actor_rollout_ref'` or `{'data'`, as
+    `config_start`) within CONFIG_BYTES, the end within CONFIG_WINDOW of it; -1 for what is not
+    there. The bytes seen are `data[:ends.head_len]`."""
     data, pos = first_of(ends, _CONFIG_STARTS, CONFIG_BYTES, b"{")  # `{` is rare before the config print
     if pos < 0:
         return data, -1, -1, -1
@@ -296,15 +275,21 @@ class QuickTail:
     keys: tuple = ()
 
 
-def _last_step(data: bytes, lo: int, hi: int) -> int | None:
-    return _last_step_at(data, lo, hi)[0]
+def first_step(data: bytes, lo: int = 0) -> int | None:
+    """The first `step:N - ` in `data[lo:]` not preceded by a word character or `/`."""
+    while (m := _STEP_AT.search(data, lo)) is not None:
+        pos = m.start()
+        if pos == 0 or not (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/"):
+            return int(m.group(1))
+        lo = pos + 1
+    return None
 
 
 def tail_progress_total(data: bytes, lo: int, hi: int) -> int | None:
     """The total of the last `Training Progress:` bar in data[lo:hi] (None when there is none)."""
     p = hi
     while (p := data.rfind(b"Training Progress:", lo, p)) >= 0:
-        m = _PROGRESS.match(data, p, hi)
+        m = PROGRESS.match(data, p, hi)
         if m is not None:
             return int(m.group(1))
     return None

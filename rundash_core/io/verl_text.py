@@ -1,29 +1,21 @@
-"""What a verl console log says besides metric lines: the resolved config print, and the summary
-discovery needs from the ends of the file.
+"""The resolved-config print of a verl console log.
 
 The trainer pprints its resolved config once at start-up as a (usually multi-line, Ray-prefixed)
 Python dict; spec 4 "Resolved config": find the line whose body starts with `{'actor_rollout_ref'`
 (PPO) or `{'data'` (SFT), keep the following lines of the same source (other actors interleave)
 until the braces balance outside string literals, and `ast.literal_eval` the result (bare
-`inf`/`nan` become floats). Discovery reads only the head (the config, the SFT step count, the
-start time) and the last 64 KiB (last step, tqdm total, the final-validation print) of each log.
+`inf`/`nan` become floats).
 """
 from __future__ import annotations
 
 import ast
-import re
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .files import read_range, read_tail
-from .verl_grammar import PROGRESS, SFT_STEPS, clean_piece, parse_console_line
+from .files import read_range
+from .verl_grammar import clean_piece
 
 CONFIG_STARTS = ("{'actor_rollout_ref'", "{'data'")
 CONFIG_MAX_BYTES = 4 << 20  # a resolved config print is tens of KB; stop looking after this
-HEAD_BYTES = 8 << 20
-TAIL_BYTES = (64 << 10, 1 << 20)
-_TIMESTAMP = re.compile(rb"(?<!\d)(20\d\d-[01]\d-[0-3]\d)[ T]([0-2]\d:[0-5]\d:[0-5]\d)")
-_FILE_LOGGER = re.compile(rb"Creating file logger at ([^\r\n]+)")
 
 
 @dataclass
@@ -111,72 +103,3 @@ def _collect(data: bytes, start: int):
 
 def config_at(path: str, offset: int) -> ConfigPrint | None:
     return config_print(read_range(path, offset, offset + CONFIG_MAX_BYTES), offset)
-
-
-@dataclass
-class HeadSummary:
-    config: ConfigPrint | None = None
-    sft_total: int | None = None
-    progress_total: int | None = None
-    started: float | None = None  # the first wall-clock stamp printed (local time)
-    file_logger: str | None = None
-
-
-def head_summary(path: str, head: bytes | None = None) -> HeadSummary:
-    """From the first lines of a log (config print, SFT step count, tqdm total, start time): the
-    first MiB, or up to 8 MiB when the config print is not in it (or runs past it). `head`: the
-    file's first bytes when already read (used when it holds the first MiB or the whole file)."""
-    data = head[: 1 << 20] if head is not None else read_range(path, 0, 1 << 20)
-    config = config_print(data[: data.rfind(b"\n") + 1])
-    if len(data) == 1 << 20 and (config is None or config.value is None):
-        data = read_range(path, 0, HEAD_BYTES)
-        config = config_print(data[: data.rfind(b"\n") + 1] if len(data) == HEAD_BYTES else data)
-    out = HeadSummary(config=config)
-    if (m := SFT_STEPS.search(data)) is not None:
-        out.sft_total = int(m.group(1))
-    if (m := PROGRESS.search(data)) is not None:
-        out.progress_total = int(m.group(1))
-    if (m := _TIMESTAMP.search(data)) is not None:
-        try:
-            out.started = time.mktime(time.strptime(b" ".join(m.groups()).decode(), "%Y-%m-%d %H:%M:%S"))
-        except (ValueError, OverflowError):
-            pass
-    if (m := _FILE_LOGGER.search(data)) is not None:
-        out.file_logger = clean_piece(m.group(1).decode("utf-8", "replace"))[1].strip() or None
-    return out
-
-
-@dataclass
-class TailSummary:
-    last_step: int | None = None
-    progress_total: int | None = None
-    final_validation: bool = False
-    keys: list[str] = field(default_factory=list)  # of the metric lines in the window
-
-
-def tail_summary(path: str, tail: tuple[bytes, int] | None = None) -> TailSummary:
-    """From the last 64 KiB of a log (1 MiB when that holds no metric line): the last step, the
-    last tqdm total, whether the final validation was printed. `tail`: (the file's last bytes,
-    their offset) when already read; used where it covers the window."""
-    out = TailSummary()
-    for nbytes in TAIL_BYTES:
-        if tail is not None and (len(tail[0]) >= nbytes or tail[1] == 0):
-            data, start = tail[0][-nbytes:], tail[1] + max(len(tail[0]) - nbytes, 0)
-        else:
-            data, start = read_tail(path, nbytes)
-        if start:
-            data = data[data.find(b"\n") + 1:]  # the first line is cut
-        data = data[: data.rfind(b"\n") + 1]  # a partial last line is not read yet
-        out.final_validation = b"Final validation metrics" in data
-        totals = PROGRESS.findall(data)
-        out.progress_total = int(totals[-1]) if totals else None
-        keys: dict[str, None] = {}
-        for line in data.split(b"\n"):
-            if b"step:" in line:
-                for step, values in parse_console_line(line.decode("utf-8", "replace")):
-                    out.last_step = step
-                    keys.update(dict.fromkeys(values))
-        out.keys = list(keys)
-        if out.last_step is not None or start == 0:
-            break
-    return out

@@ -1,8 +1,9 @@
 """One module per source format; this registry finds and opens runs of every kind.
 
-Each source says two things: whether a path (a directory, or a file such as a verl console log) is
-one of its runs (`detect`), and which runs sit directly in a tracked folder (`find`). Sources are
-tried in order; the first that claims a path owns it.
+Each source says how it finds its runs: whether a path (a directory, or a file such as a verl
+console log) is one of its runs (`detect`), and which runs sit directly among a folder's entries
+(`find`). Sources are tried in order; the first that claims a path owns it. How a run is
+summarised (the runs-list row, the run card) is its `Run.overview()`: discovery uses nothing else.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class Source:
     describe: str = ""  # what a run of this kind looks like, for error messages
 
 
-def _child_dirs(detect: Callable[[str], bool]) -> Callable[[list[os.DirEntry]], list[str]]:
+def child_dirs(detect: Callable[[str], bool]) -> Callable[[list[os.DirEntry]], list[str]]:
     """`find` for directory-shaped runs: the non-hidden child directories that are runs."""
     def find(entries: list[os.DirEntry]) -> list[str]:
         out = []
@@ -41,9 +42,9 @@ def _child_dirs(detect: Callable[[str], bool]) -> Callable[[list[os.DirEntry]], 
 
 
 SOURCES: list[Source] = [  # most specific first: a Relax <save> may also hold logs/
-    Source("relax", relax.RelaxRun, relax.is_run_dir, _child_dirs(relax.is_run_dir),
+    Source("relax", relax.RelaxRun, relax.is_run_dir, child_dirs(relax.is_run_dir),
            "Relax runs hold rollout_result/{train,eval}/<step>.jsonl"),
-    Source("prime-rl", prime_rl.PrimeRLRun, prime_rl.is_run_dir, _child_dirs(prime_rl.is_run_dir),
+    Source("prime-rl", prime_rl.PrimeRLRun, prime_rl.is_run_dir, child_dirs(prime_rl.is_run_dir),
            "prime-rl runs hold configs/, logs/, monitors/ or traces.jsonl"),
     Source("swe-lego-rl", swe_lego_rl.SweLegoRLRun, swe_lego_rl.is_run_file, swe_lego_rl.find_runs,
            "SWE-Lego-RL runs are verl console logs with harbor_trials/<project>/<exp>/step_N trial dirs"),
@@ -69,23 +70,15 @@ def detect(path: str) -> type[Run] | None:
     return None
 
 
-def find_runs(folder: str) -> list[tuple[str, type[Run]]]:
-    """Runs in a tracked folder: the folder itself if it is a run, else the runs among its
-    entries (each source decides which entries, e.g. child run dirs or `*.log` files)."""
-    cls = detect(folder)
-    if cls is not None:
-        return [(folder, cls)]
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError as e:
-        raise RunError(f"{folder}: cannot list directory ({e.strerror or e})") from e
+def runs_among(entries: list[os.DirEntry]) -> dict[str, type[Run]]:
+    """The runs among a folder's entries, by path (the first source that claims one owns it)."""
     found: dict[str, type[Run]] = {}
     for source in SOURCES:
         if source.find is None:
             continue
         for path in source.find(entries):
             found.setdefault(path, source.run_class)
-    return sorted(found.items())
+    return found
 
 
 def open_run(path: str | os.PathLike, run_id: str | None = None) -> Run:

@@ -55,6 +55,11 @@ def capability_of(task_id: str) -> str:
     return REPO_NUMBER.sub("", task_id)
 
 
+def trial_sample_id(step: int, trial_name: str) -> str:
+    """`<step>-<trial dir name>`: short, URL-safe, the same on every restart."""
+    return f"{step}-{trial_name}"
+
+
 def step_number(name: str) -> int | None:
     m = STEP_DIR.match(name)
     return int(m.group(1)) if m else None
@@ -327,7 +332,7 @@ class ExpDirTrials:
                 ident = trial_ident(path)
                 kept = old.get(name)
                 if kept is None or kept[0] != ident:
-                    kept = (ident, read_trial(path, folder.step, f"{folder.name}/{name}"))
+                    kept = (ident, read_trial(path, folder.step, trial_sample_id(folder.step, name)))
                     if kept[1][-2] is not None and "cannot be read" in kept[1][-2]:
                         kept = (None, kept[1])  # an I/O error: read again next time
                 new[name] = kept

@@ -8,16 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
+import stat
 
-import numpy as np
-import pandas as pd
-
-from ..io.configs import load_config_file
-from ..io.files import mtime, read_range, read_tail
-from ..metricstore import MetricStore, shared_store
-from ..run import Overview, Problem, Run, derive_status, utc
-from ..io.configs import dig
+from .. import cache
+from ..io.configs import dig, load_config_file
+from ..io.files import file_id, mtime, read_range, read_tail
+from ..metricstore import MetricStore, empty_tidy, shared_store
+from ..run import Overview, Problem, Run, utc
 
 MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
 METRICS_PATHS = ("monitors/file/metrics.jsonl", "metrics.jsonl")
@@ -55,10 +52,9 @@ def _attempt_numbers(folder: str) -> list[int]:
 def _latest_attempt(folder: str) -> int | None:
     """Resolve `<folder>/latest`: a symlink, or (copied without links) a file naming the target."""
     link = os.path.join(folder, "latest")
-    target = None
-    if os.path.islink(link):
+    try:
         target = os.path.basename(os.readlink(link).rstrip("/"))
-    elif os.path.isfile(link):
+    except OSError:  # not a link (or not there): a copied tree keeps the name in a file
         try:
             target = read_range(link, 0, 256).decode("utf-8", "replace").strip()
         except OSError:
@@ -72,6 +68,7 @@ def _latest_attempt(folder: str) -> int | None:
 
 class PrimeRLRun(Run):
     kind = "prime-rl"
+    capabilities = frozenset({"metrics", "config", "attempts"})
 
     # Files ---------------------------------------------------------------------------------------
     def _p(self, *parts: str) -> str:
@@ -162,13 +159,13 @@ class PrimeRLRun(Run):
         return shared_store(("metrics", os.path.realpath(path)),
                             lambda: MetricStore(path, default_producer=default, infer_producer=flavor == "rl"))
 
-    def metrics_wide(self, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:
+    def metrics(self):
         store = self.store()
-        if store is None:
-            return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": []})
-        producers = [producer] if producer else [p for p in store.producers() if p in store.stepped]
-        frames = {p: store.wide(p, metrics=_unprefixed(metrics, p)) for p in producers}
-        return _join_producers(frames, _shared_keys(store))
+        return store.tidy() if store is not None else empty_tidy()
+
+    def metrics_version(self) -> tuple:
+        store = self.store()
+        return (store.path, *store.stamp) if store is not None else ()
 
     # Overview ------------------------------------------------------------------------------------
     def _max_steps(self) -> int | None:
@@ -203,16 +200,41 @@ class PrimeRLRun(Run):
                 train = m.group("envs").split("+")
         return train, evals
 
-    def updated(self) -> float | None:
-        """Max mtime over the metrics file, the latest logs and the trace stream (spec 7.1)."""
-        candidates = [self.metrics_path()]
+    def _inputs(self) -> tuple:
+        """What the summary depends on, from about fifteen filesystem calls: the metrics file, the
+        configs/ and logs/ folders (a new attempt changes their mtime), the latest attempt's
+        resolved configs and logs, the trace stream's newest chunk, traces.jsonl."""
         logs = self._logs_dir()
-        candidates += [os.path.join(logs, f) for f in _listdir(logs) if f.endswith(".log")]
         stream = self._p("monitors", "file", "traces", "stream")
-        candidates += [os.path.join(stream, f) for f in _listdir(stream)]
-        candidates.append(self._p("traces.jsonl"))
-        times = [t for c in candidates if c and (t := mtime(c)) is not None]
-        return max(times) if times else None
+        chunks = _listdir(stream)
+        metrics = _stamp(self._p(METRICS_PATHS[0])) or _stamp(self._p(METRICS_PATHS[1]))
+        root = self._config_root(None)
+        return (metrics, _stamp(self._p("configs")), root, _stamp(os.path.join(root, "resolved")), _stamp(self._p("logs")),
+                logs, tuple((f, _stamp(os.path.join(logs, f))) for f in _listdir(logs) if f.endswith(".log")),
+                tuple(chunks), _stamp(os.path.join(stream, chunks[-1])) if chunks else None,
+                _stamp(self._p("traces.jsonl")))
+
+    def overview(self, now: float | None = None) -> Overview:
+        """The run card and runs-list row: the metrics file's ends, the resolved configs and file
+        times, cached until one of `_inputs()` changes; the status as of `now`."""
+        inputs = self._inputs()
+        key = ("prime-rl-summary", os.path.realpath(self.path), self.run_id)
+        return cache.shared.current(key, inputs, lambda: self._summary(inputs)).at(now)
+
+    def _summary(self, inputs: tuple) -> Overview:
+        step, (started, first_step) = self._tail_step(), self._head()
+        times = [t[1] for t in (inputs[0], *(s for _f, s in inputs[6]), inputs[8], inputs[9]) if t is not None]
+        updated = max(times) if times else None
+        if started is None:
+            started = mtime(self._resolved_dir()) if os.path.isdir(self._p("configs")) else None
+        train, evals = self._envs()
+        # Real runs log steps from 0, so a run of max_steps N ends at step N-1: count steps done
+        return Overview(
+            run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, step=step,
+            max_steps=self._max_steps(), created=utc(mtime(self._p("configs")) or mtime(self.path)),
+            started=utc(started), updated=utc(updated), model=self._model(), attempts=len(self.attempts()),
+            train_envs=train, eval_envs=evals, flavor=self.flavor(), finished=self._finished(),
+            steps_done=step + 1 if step is not None and first_step == 0 else step)
 
     def _logs_dir(self) -> str:
         n = _latest_attempt(self._p("logs"))
@@ -224,33 +246,6 @@ class PrimeRLRun(Run):
         stream = self._p("monitors", "file", "traces", "stream")
         names = _listdir(stream)
         return os.path.isdir(stream) and not any(n.endswith(".jsonl") for n in names)
-
-    def overview(self, *, full: bool = True, now: float | None = None) -> Overview:
-        """The run card. `full=False` reads only file tails (used by discovery over many runs)."""
-        store = self.store() if full else None
-        if store is not None:
-            step, started, first_step = store.max_step(), store.first_time, store.min_step()
-        else:
-            step, (started, first_step) = self._tail_step(), self._head()
-        max_steps = self._max_steps()
-        updated = self.updated()
-        if started is None:
-            started = mtime(self._resolved_dir()) if os.path.isdir(self._p("configs")) else None
-        now = time.time() if now is None else now
-        # Real runs log steps from 0, so a run of max_steps N ends at step N-1; the spec's rule
-        # (step >= max_steps) would call every finished run "stopped". Count steps done instead.
-        done = step + 1 if step is not None and first_step == 0 else step
-        status = derive_status(finished=self._finished(), updated=updated, step=done, max_steps=max_steps, now=now)
-        end = now if status == "running" else updated
-        train, evals = self._envs()
-        return Overview(
-            run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, status=status, step=step,
-            max_steps=max_steps, created=utc(mtime(self._p("configs")) or mtime(self.path)),
-            started=utc(started), updated=utc(updated),
-            duration_s=(end - started) if (end is not None and started is not None) else None,
-            model=self._model(), attempts=len(self.attempts()), train_envs=train, eval_envs=evals,
-            flavor=self.flavor(),
-        )
 
     def _tail_step(self) -> int | None:
         path = self.metrics_path()
@@ -343,35 +338,10 @@ def _source_names(sources) -> list[str]:
     return names
 
 
-def _unprefixed(metrics: list[str] | None, producer: str) -> list[str] | None:
-    if metrics is None:
+def _stamp(path: str) -> tuple | None:
+    """(kind, mtime, size, inode) of a path from one stat; None when it is not there."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
         return None
-    return [m.split(":", 1)[1] if m.startswith(producer + ":") else m for m in metrics]
-
-
-def _shared_keys(store: MetricStore) -> set[str]:
-    """Step-keyed metric names logged by more than one producer."""
-    seen: dict[str, int] = {}
-    with store.lock:
-        for block in store.stepped.values():
-            for k in block.keys:
-                seen[k] = seen.get(k, 0) + 1
-    return {k for k, n in seen.items() if n > 1}
-
-
-def _join_producers(frames: dict[str, pd.DataFrame], shared: set[str]) -> pd.DataFrame:
-    """Outer-join per-producer wide frames on step; keys logged by several producers (`shared`,
-    decided over the whole store so a column's name does not depend on the filters) are
-    namespaced `producer:key` so the trainer's and orchestrator's `time/step` stay apart."""
-    frames = {p: f for p, f in frames.items() if len(f)}
-    if not frames:
-        return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": []})
-    out = None
-    for p, f in frames.items():
-        f = f.rename(columns={c: f"{p}:{c}" for c in f.columns[3:] if c in shared})
-        f = f.rename(columns={"time": f"time:{p}"}).drop(columns="time_first")
-        out = f if out is None else out.merge(f, on="step", how="outer")
-    tcols = [c for c in out.columns if c.startswith("time:")]
-    out.insert(1, "time", np.fmax.reduce(out[tcols].to_numpy(dtype=float), axis=1) if len(tcols) > 1 else out[tcols[0]])
-    out = out.drop(columns=tcols).sort_values("step", kind="stable").reset_index(drop=True)
-    return out
+    return (stat.S_IFMT(st.st_mode), st.st_mtime, st.st_size, st.st_ino)

@@ -35,14 +35,17 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import orjson
 import pandas as pd
 
-from .. import cache
-from ..io.files import FileId, describe_unreadable, file_id, mtime
+from .. import cache, frames
+from ..io.files import FileId, describe_unreadable, file_id, mtime, read_range
 from ..metricblock import TidyLog
-from ..run import Overview, Problem, Run, derive_status, utc
-from .relax_file import PRODUCERS, UNREADABLE, StepFile, parse_step_file, samples_frame
-from .relax_file import SAMPLE_COLUMNS, summarize  # noqa: F401 (API)
+from ..run import Overview, Problem, Run, utc
+from .relax_file import PRODUCERS, UNREADABLE, StepFile, parse_step_file
+from .relax_file import summarize  # noqa: F401 (API)
+
+SAMPLE_COLUMNS = tuple(frames.SAMPLES)
 
 SPLITS = ("train", "eval")
 RESULT_DIR = "rollout_result"
@@ -101,6 +104,7 @@ class _Kept:
 
 class RelaxRun(Run):
     kind = "relax"
+    capabilities = frozenset({"metrics", "samples", "episodes"})
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         super().__init__(path, run_id)
@@ -179,34 +183,51 @@ class RelaxRun(Run):
         with self._lock:
             return self._log.frame()
 
-    def metrics_wide(self, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:
-        """One row per step, one column per metric (train and eval names never collide)."""
-        tidy = self.metrics()
-        keep = pd.Series(True, index=tidy.index)
-        if producer is not None:
-            keep &= tidy["producer"] == producer
-        if metrics is not None:
-            keep &= tidy["metric"].isin(metrics)
-        tidy = tidy[keep]
-        if tidy.empty:
-            return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": []})
-        order = [m for m in tidy["metric"].cat.categories if m in set(tidy["metric"])]
-        tidy = tidy.astype({"metric": "str"})
-        wide = tidy.pivot(index="step", columns="metric", values="value")[order]
-        wide.insert(0, "time", tidy.groupby("step")["time"].max())
-        wide = wide.sort_index().reset_index().rename_axis(columns=None)
-        wide["step"] = wide["step"].astype("Int64")
-        return wide
+    def metrics_version(self) -> tuple:
+        """The files the metrics were derived from, as they were read."""
+        return tuple((k.path, k.fid) for k in self._refresh())
 
     def samples(self, split: str | None = None, step: int | None = None) -> pd.DataFrame:
-        """One row per sample (scalars only; `locator` = (file, line) finds the full row)."""
+        """One row per sample (`frames.SAMPLES`; `locator` = 'file:offset:length' of its line)."""
         if split is not None and split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS} or None, not {split!r}")
-        frames = [read_step_file(k.path, k.fid, k.split, k.step).samples for k in self._refresh()
-                  if split in (None, k.split) and step in (None, k.step)]
-        if not frames:
-            return samples_frame([], "", split or "train", 0)
-        return pd.concat(frames, ignore_index=True)
+        parts = [(k.path, read_step_file(k.path, k.fid, k.split, k.step).samples) for k in self._refresh()
+                 if split in (None, k.split) and step in (None, k.step)]
+        parts = [(p, f) for p, f in parts if len(f)]
+        if not parts:
+            return frames.empty(frames.SAMPLES)
+        rows = pd.concat([f.assign(locator=[frames.line_locator(p, o, n) for o, n in zip(f["offset"], f["length"])])
+                          for p, f in parts], ignore_index=True)
+        known = rows["status"] != "unknown"
+        return frames.typed({
+            "sample_id": rows["sample_id"], "split": rows["split"], "step": rows["step"],
+            "trainer_step": rows["step"].where(rows["split"] == "train"),
+            "group_id": rows["group_index"].astype("string"), "env": rows["dataset"], "reward": rows["reward"],
+            "status": rows["status"], "truncated": (rows["status"] == "truncated").where(known),
+            "ok": (rows["status"] != "failed").where(known),
+            "input_tokens": rows["prompt_length"], "output_tokens": rows["response_length"],
+            "turns": rows["agent_turns"], "locator": rows["locator"],
+        }, frames.SAMPLES)
+
+    def episode(self, sample_id: str) -> frames.Episode:
+        """The sample's row, read at its locator (one line, no rescan): prompt as the user message,
+        response as the assistant's, the other fields in `raw`."""
+        split, step, _index = (sample_id.split("-", 2) + ["", ""])[:3]
+        samples = self.samples(split, int(step)) if split in SPLITS and step.isdigit() else frames.empty(frames.SAMPLES)
+        hit = samples[samples["sample_id"] == sample_id]
+        if hit.empty:
+            raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
+        row = hit.iloc[0]
+        path, offset, length = frames.parse_line_locator(row["locator"])
+        record = orjson.loads(read_range(path, offset, offset + length))
+        reward = row["reward"]
+        return frames.Episode(
+            sample_id=sample_id, run_id=self.run_id, split=row["split"], step=int(row["step"]),
+            env=None if pd.isna(row["env"]) else row["env"], reward=None if pd.isna(reward) else float(reward),
+            messages=[frames.Message("user", _text(record.get("prompt"))),
+                      frames.Message("assistant", _text(record.get("response")))],
+            ids={k: str(record[k]) for k in ("rollout_id", "sample_index", "group_index") if record.get(k) is not None},
+            raw={k: v for k, v in record.items() if k not in ("prompt", "response")})
 
     def config(self) -> dict:
         """Relax writes no config next to its rollout results."""
@@ -216,23 +237,17 @@ class RelaxRun(Run):
         return {}
 
     # Overview ------------------------------------------------------------------------------------
-    def overview(self, *, full: bool = True, now: float | None = None) -> Overview:
-        """The run card from file names and mtimes; `full` also reads the files (eval datasets,
-        a `model` field if rows carry one). Step = the highest train rollout_id."""
-        kept = self._refresh() if full else []
+    def overview(self, now: float | None = None) -> Overview:
+        """The run card from file names and mtimes (Relax rows carry no times): step = the highest
+        train rollout_id; started/updated = the first and last file written."""
         listing, _dupes = self.step_files()
         times = [t for _s, _n, p in listing if (t := mtime(p)) is not None]
         step = max((n for s, n, _p in listing if s == "train"), default=None)
         started, updated = (min(times), max(times)) if times else (None, None)
-        now = time.time() if now is None else now
-        status = derive_status(finished=False, updated=updated, step=step, max_steps=None, now=now)
-        end = now if status == "running" else updated
-        evals = list(dict.fromkeys(d for k in kept for d in k.datasets))
         return Overview(
-            run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, status=status, step=step,
+            run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, step=step,
             created=utc(started if started is not None else mtime(self.result_dir)), started=utc(started),
-            updated=utc(updated), duration_s=(end - started) if started is not None and end is not None else None,
-            model=next((k.model for k in kept if k.model), None), eval_envs=evals, flavor="rl")
+            updated=utc(updated), flavor="rl").at(now)
 
     def problems(self) -> list[Problem]:
         kept = self._refresh()
@@ -243,3 +258,9 @@ class RelaxRun(Run):
         for k in kept:
             out += [Problem(k.path, what, n, line or None) for what, n, line in k.problems]
         return out
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else orjson.dumps(value).decode()

@@ -17,8 +17,8 @@ PRODUCERS = {"train": "rollout", "eval": "eval"}
 STATUSES = ("completed", "truncated", "aborted", "failed", "pending")
 UNREADABLE = "cannot be read"
 CHUNK_BYTES = 16 << 20  # files are read in pieces so a huge file never sits in memory whole
-SAMPLE_COLUMNS = ("sample_id", "split", "step", "sample_index", "group_index", "dataset", "reward", "status",
-                  "response_length", "total_length", "prompt_length", "agent_turns", "locator")
+FILE_COLUMNS = ("sample_id", "split", "step", "sample_index", "group_index", "dataset", "reward", "status",
+                "response_length", "total_length", "prompt_length", "agent_turns", "offset", "length")
 _INT_COLUMNS = ("sample_index", "group_index", "response_length", "total_length", "prompt_length", "agent_turns")
 
 
@@ -60,6 +60,7 @@ def _reward(value) -> tuple[float | None, str | None]:
 
 
 def _sample(row: dict, split: str, step: int, line: int, problems: LineProblems) -> tuple:
+    """(sample_index or None, dataset, reward, status, line, *ints) of one row."""
     reward, why = _reward(row.get("reward"))
     if why:
         problems.add(why, line)
@@ -81,15 +82,19 @@ def _sample(row: dict, split: str, step: int, line: int, problems: LineProblems)
         if not isinstance(dataset, str) or not dataset:
             problems.add("eval row without 'dataset' (grouped as 'default')", line)
             dataset = "default"
-    index = ints["sample_index"]
-    ids = [split, str(step)] + ([dataset] if dataset else []) + [str(index) if index is not None else f"L{line}"]
-    return ("/".join(ids), dataset, reward, status, line, *(ints[k] for k in _INT_COLUMNS))
+    return (ints["sample_index"], dataset, reward, status, line, *(ints[k] for k in _INT_COLUMNS))
+
+
+def _line_starts(chunk: bytes) -> np.ndarray:
+    """Offsets in `chunk` (whole lines) where each line starts, plus its end."""
+    return np.r_[0, np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10) + 1]
 
 
 def _rows(path: str, size: int, problems: LineProblems):
-    """(line number, row) of every JSON object among the first `size` bytes, chunk by chunk. A last
-    line without its newline is kept when it parses (else: the file is still being written)."""
-    carry, line = b"", 1
+    """(line number, byte offset, length, row) of every JSON object among the first `size` bytes,
+    chunk by chunk. A last line without its newline is kept when it parses (else: the file is
+    still being written)."""
+    carry, line, base = b"", 1, 0
     with open(path, "rb") as fh:
         left = size
         while left > 0:
@@ -100,15 +105,19 @@ def _rows(path: str, size: int, problems: LineProblems):
             cut = data.rfind(b"\n") + 1
             carry = data[cut:]
             parsed = parse_jsonl_bytes(data[:cut], problems, first_line=line)
-            yield from ((parsed.line_of(i), r) for i, r in enumerate(parsed.rows))
+            starts = _line_starts(data[:cut])
+            for i, r in enumerate(parsed.rows):
+                k = parsed.line_of(i) - line
+                yield parsed.line_of(i), base + int(starts[k]), int(starts[k + 1] - starts[k] - 1), r
             line += parsed.nlines
+            base += cut
     if carry.strip():
         try:
             row = orjson.loads(carry)
         except orjson.JSONDecodeError:
             row = None
         if isinstance(row, dict):
-            yield line, row
+            yield line, base, len(carry), row
         else:
             problems.add("incomplete last line (still being written, or the writer stopped)", line)
 
@@ -119,8 +128,8 @@ def parse_step_file(path: str, size: int, split: str, step: int) -> StepFile:
     problems = LineProblems()
     records, model = [], None
     try:
-        for line, row in _rows(path, size, problems):
-            records.append(_sample(row, split, step, line, problems))
+        for line, offset, length, row in _rows(path, size, problems):
+            records.append((*_sample(row, split, step, line, problems), offset, length))
             if model is None and isinstance(row.get("model"), str):
                 model = row["model"]
     except OSError as e:
@@ -140,8 +149,15 @@ def parse_step_file(path: str, size: int, split: str, step: int) -> StepFile:
 
 
 def samples_frame(records: list[tuple], path: str, split: str, step: int) -> pd.DataFrame:
-    cols = list(zip(*records)) if records else [()] * (5 + len(_INT_COLUMNS))
-    sample_id, dataset, reward, status, line, *ints = cols
+    """The file's rows (FILE_COLUMNS). sample_id: `<split>-<step>-<sample_index>`, or
+    `<split>-<step>-L<line>` for a row without a sample_index or one that repeats it."""
+    cols = list(zip(*records)) if records else [()] * (7 + len(_INT_COLUMNS))
+    index, dataset, reward, status, line, *ints, offset, length = cols
+    counts = {}
+    for i in index:
+        counts[i] = counts.get(i, 0) + 1
+    sample_id = [f"{split}-{step}-{i}" if i is not None and counts[i] == 1 else f"{split}-{step}-L{n}"
+                 for i, n in zip(index, line)]
     frame = pd.DataFrame({
         "sample_id": pd.array(sample_id, dtype="str"), "split": pd.array([split] * len(records), dtype="str"),
         "step": pd.array([step] * len(records), dtype="Int64"),
@@ -149,9 +165,9 @@ def samples_frame(records: list[tuple], path: str, split: str, step: int) -> pd.
         "dataset": pd.array(dataset, dtype="str"), "reward": np.array(reward, dtype=float),
         "status": pd.array(status, dtype="str"),
         **{k: pd.array(v, dtype="Int64") for k, v in zip(_INT_COLUMNS[2:], ints[2:])},
+        "offset": np.array(offset, dtype="int64"), "length": np.array(length, dtype="int64"),
     })
-    frame["locator"] = [(path, n) for n in line]
-    return frame[list(SAMPLE_COLUMNS)]
+    return frame[list(FILE_COLUMNS)]
 
 
 def summarize(samples: pd.DataFrame, prefix: str) -> dict[str, float]:

@@ -33,11 +33,12 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from .. import cache
+from .. import cache, frames
 from ..io.bytetail import ByteTail
 from ..io.files import file_id
 from ..run import Problem
 from . import harbor
+from .harbor_episode import trial_episode
 from .verl import VerlRun
 from .verl_summary import is_log_name, log_digest, stem
 
@@ -52,7 +53,7 @@ _MARK = re.compile(rb"harbor_trials|test_gen_batch meta info|validate_time|val_m
 _VAL_MAP = re.compile(rb"val_map:\s*step_(\d+)\s*->\s*train_step\s*(\d+)")
 _VAL_START = re.compile(rb"test_gen_batch meta info:.*'validate':\s*True.*'global_steps':\s*(\d+)")
 _VAL_END = re.compile(rb"step:(\d+)\s*-.*rollouter/validate_time")
-SAMPLE_COLUMNS = ("sample_id", "split", "step", "trainer_step", *harbor.TRIAL_COLUMNS[2:])
+SAMPLE_COLUMNS = tuple(frames.SAMPLES)
 
 
 # Finding runs ------------------------------------------------------------------------------------
@@ -69,13 +70,11 @@ def is_run_file(path: str) -> bool:
 
 
 def find_runs(entries: list[os.DirEntry]) -> list[str]:
-    """The Lego-RL logs among a folder's entries and in its `logs/` subfolder (one level each)."""
+    """The Lego-RL logs among a folder's entries."""
     out = []
     for e in entries:
         try:
-            if e.name == "logs" and e.is_dir():
-                out += find_runs(sorted(os.scandir(e.path), key=lambda x: x.name))
-            elif is_log_name(e.name) and e.is_file() and is_run_file(e.path):
+            if is_log_name(e.name) and e.is_file() and is_run_file(e.path):
                 out.append(e.path)
         except OSError:
             continue
@@ -152,6 +151,7 @@ def log_marks(path: str) -> LogMarks:
 # The run -----------------------------------------------------------------------------------------
 class SweLegoRLRun(VerlRun):
     kind = KIND
+    capabilities = VerlRun.capabilities | {"samples", "episodes", "validation"}
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         super().__init__(path, run_id)
@@ -234,24 +234,41 @@ class SweLegoRLRun(VerlRun):
 
     @staticmethod
     def _samples(groups: list[tuple]) -> pd.DataFrame:
-        out = harbor.read_folders([f for g in groups for f in g[6]])
+        trials = harbor.read_folders([f for g in groups for f in g[6]])
         by_step = {g[0]: g for g in groups}
-        steps = out["step"].to_numpy(dtype="int64")
-        out["split"] = pd.array([by_step[n][2] for n in steps], dtype="str")
-        out["trainer_step"] = pd.array([by_step[n][3] for n in steps], dtype="Int64")
-        return out[list(SAMPLE_COLUMNS)]
+        steps = trials["step"].to_numpy(dtype="int64")
+        error = trials["exception_type"].where(trials["exception"].isna() | (trials["exception"] == ""),
+                                               trials["exception_type"] + ": " + trials["exception"])
+        return frames.typed({
+            "sample_id": trials["sample_id"], "split": [by_step[n][2] for n in steps], "step": trials["step"],
+            "trainer_step": [by_step[n][3] for n in steps], "group_id": trials["task_id"],
+            "task_id": trials["task_id"], "env": trials["capability"], "reward": trials["reward"],
+            "ok": trials["ok"], "error": error, "status": trials["ok"].map({True: "completed", False: "error"}),
+            "input_tokens": trials["n_input_tokens"], "output_tokens": trials["n_output_tokens"],
+            "turns": trials["turns"], "duration_s": trials["duration_s"], "locator": trials["locator"],
+        }, frames.SAMPLES)
+
+    def episode(self, sample_id: str) -> frames.Episode:
+        """The trial's result and its agent transcript (ATIF), read from its trial dir."""
+        step = sample_id.split("-", 1)[0]
+        samples = self.samples(step=int(step)) if step.isdigit() else frames.empty(frames.SAMPLES)
+        hit = samples[samples["sample_id"] == sample_id]
+        if hit.empty:
+            raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
+        row = hit.iloc[0].to_dict()
+        row = {k: (None if v is pd.NA or (isinstance(v, float) and v != v) else v) for k, v in row.items()}
+        return trial_episode(row["locator"], row, self.run_id)
 
     def validation(self) -> pd.DataFrame:
-        """Per validation event × source × statistic: event (folder name), step (folder number),
-        trainer_step, source, statistic, value.
+        """Per validation event × source × statistic (`frames.VALIDATION`): event (the dump's
+        folder name), step (the trainer step the log pairs it with, else NA).
 
         source `trials` (spec 6): over the fixed cohort (tasks present in at least half of the
         events), the first copy of each task (smallest path): val_score = solved / cohort tasks
-        present (pass@1; solved = reward > 0), solved, tasks, cohort_size, coverage = tasks /
-        cohort_size, low_coverage (1.0 below 0.5: indicative only), trials (all dirs, re-sent
-        copies included). source `log`: every `val-*` key and `rollouter/validate_time` the log
-        printed at the paired trainer step."""
-        cols = ["event", "step", "trainer_step", "source", "statistic", "value"]
+        present (pass@1; solved = reward > 0; n = those tasks; core), solved, tasks, cohort_size,
+        coverage = tasks / cohort_size, low_coverage (1.0 below 0.5: indicative only), trials (all
+        dirs, re-sent copies included). source `log`: every `val-*` key and
+        `rollouter/validate_time` the log printed at the paired trainer step (core: `val-core/*`)."""
         events = [g for g in self._groups() if g[2] == "val"]
         rows = []
         if events:
@@ -259,28 +276,24 @@ class SweLegoRLRun(VerlRun):
             appeared = first.groupby("task_id")["step"].nunique()
             cohort = set(appeared[appeared * 2 >= len(events)].index)
             tidy = self._log_validation_metrics()
-            for step, name, _split, trainer_step, trials, _tasks, _fs in events:
-                mine = first[(first["step"] == step) & first["task_id"].isin(cohort)]
+            for folder, name, _split, trainer_step, trials, _tasks, _fs in events:
+                mine = first[(first["step"] == folder) & first["task_id"].isin(cohort)]
                 solved = int((mine["reward"] > 0).sum())
                 coverage = len(mine) / len(cohort) if cohort else np.nan
                 stats = {"val_score": solved / len(mine) if len(mine) else np.nan, "solved": solved,
                          "tasks": len(mine), "cohort_size": len(cohort), "coverage": coverage,
                          "low_coverage": float(coverage < LOW_COVERAGE) if cohort else np.nan,
                          "trials": trials}
-                base = (name, step, trainer_step)
-                rows += [(*base, "trials", k, float(v)) for k, v in stats.items()]
+                base = (folder, name, trainer_step)
+                rows += [(*base, "trials", k, float(v), len(mine) if k == "val_score" else None, k == "val_score")
+                         for k, v in stats.items()]
                 if trainer_step is not None:
                     at = tidy[tidy["step"] == trainer_step]
-                    rows += [(*base, "log", str(m), float(v)) for m, v in zip(at["metric"], at["value"])]
-        frame = pd.DataFrame(rows, columns=cols)
-        frame["step"] = pd.array(frame["step"].tolist(), dtype="Int64")
-        frame["trainer_step"] = pd.array(frame["trainer_step"].tolist(), dtype="Int64")
-        for col in ("event", "source", "statistic"):
-            frame[col] = frame[col].astype("str")
-        frame["value"] = frame["value"].astype("float64")
-        order = frame.assign(_last=frame["trainer_step"].isna()).sort_values(
-            ["_last", "trainer_step", "step"], kind="stable")  # unpaired events last, by folder
-        return order.drop(columns="_last").reset_index(drop=True)
+                    rows += [(*base, "log", str(m), float(v), None, str(m).startswith("val-core/"))
+                             for m, v in zip(at["metric"], at["value"])]
+        rows.sort(key=lambda r: (r[2] is None, r[2] if r[2] is not None else 0, r[0]))  # unpaired last, by folder
+        cols = ["_folder", "event", "step", "source", "statistic", "value", "n", "core"]
+        return frames.typed(pd.DataFrame(rows, columns=cols), frames.VALIDATION)
 
     def _log_validation_metrics(self) -> pd.DataFrame:
         tidy = self.metrics()

@@ -1,6 +1,10 @@
-"""What a verl log says about its run without a full parse: which files are runs (`find_runs`,
-`is_run_file`), the head summary kept per log (`HeadCache`), the digest discovery reads from a
-log's ends (`log_digest`) and the fields of a runs-list row (`Brief`, `quick_brief`).
+"""The one summary of a verl console log: what the run card and the runs list both show.
+
+Which files are runs (`is_run_file`, `find_runs`), and `log_digest`: small reads of the log's ends
+(16 KiB each, read on only where a field is not there, `io.verl_ends`), cached by the log's
+fingerprint, so an unchanged log costs one stat. The digest holds the config print's fields, the
+first and last step, the final-validation print, the start time and whether the log names Harbor
+trial dirs (SWE-Lego-RL).
 """
 from __future__ import annotations
 
@@ -11,19 +15,17 @@ import sys
 import time
 from dataclasses import dataclass
 
-
 from .. import cache
+from ..io.configs import dig  # noqa: F401 (re-exported for callers digging configs)
 from ..io.files import file_id, read_range
 from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
-                            head_search, open_ends, quick_head, quick_tail, stamp_in)
-from ..io.verl_quick import quick_parts
+                            first_step, head_search, quick_head, quick_tail, stamp_in)
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
-from ..io.verl_text import _FILE_LOGGER, HeadSummary, head_summary
 from . import harbor
-from ..io.configs import dig
 
 LOG_SUFFIXES = (".log", ".out")
 SKIP_SUFFIXES = ("_vllm.log", "_train_gpu_wandb.log", "_server.out")
+FILE_LOGGER = re.compile(rb"Creating file logger at ([^\r\n]+)")
 _HF_CACHE = re.compile(r"models--([^/]+)--([^/]+)")
 _VAL_SOURCE = re.compile(r"^val-(?:core|aux)/(.+)/[^/]+/(?:mean|std)@\d+$|^val-core/(.+)/[^/]+/(?:best|maj)@\d+/mean$"
                          r"|^val/test_score/(.+)$")
@@ -51,47 +53,26 @@ def is_file_logger(path: str) -> bool:
 
 def is_run_file(path: str) -> bool:
     """A console log by its name, or a file-logger JSONL by its first line (read-only sniff)."""
-    if not os.path.isfile(path):
+    if file_id(path) is None:
         return False
     return is_log_name(os.path.basename(path)) or is_file_logger(path)
 
 
 def find_runs(entries: list[os.DirEntry]) -> list[str]:
-    """The logs among a folder's entries and in its `logs/` subfolder (one level each); a
-    file-logger JSONL lists on its own only when no log of the same name sits next to it."""
+    """The logs among a folder's entries; a file-logger JSONL lists on its own only when no log of
+    the same name sits next to it."""
+    names = {e.name for e in entries}
     out: list[str] = []
     for e in entries:
         try:
-            if e.name == "logs" and e.is_dir():
-                out += find_runs(sorted(os.scandir(e.path), key=lambda x: x.name))
-            elif e.is_file() and is_log_name(e.name):
+            if is_log_name(e.name) and e.is_file():
                 out.append(e.path)
-            elif e.is_file() and is_file_logger(e.path):
-                base = e.path[: -len(".jsonl")]
-                if not any(os.path.isfile(base + s) for s in LOG_SUFFIXES):
+            elif e.name.endswith(".jsonl") and e.is_file() and is_file_logger(e.path):
+                if not any(e.name[: -len(".jsonl")] + s in names for s in LOG_SUFFIXES):
                     out.append(e.path)
         except OSError:
             continue
     return out
-
-
-class HeadCache:
-    """The head summary of one log, recomputed only when the head bytes can have changed."""
-
-    nbytes = 64 << 10
-
-    def __init__(self):
-        self.key, self.value = None, None
-
-    def get(self, path: str) -> HeadSummary:
-        fid = file_id(path)
-        key = None if fid is None else (fid.dev, fid.ino, min(fid.size, 8 << 20))
-        if key is None or key != self.key:
-            try:
-                self.key, self.value = key, head_summary(path) if fid is not None else HeadSummary()
-            except OSError:  # unreadable right now: the tail says why (problems)
-                self.key, self.value = None, HeadSummary()
-        return self.value
 
 
 def model_name(path) -> str | None:
@@ -108,33 +89,39 @@ def model_name(path) -> str | None:
 
 @dataclass(frozen=True)
 class Digest:
-    """What discovery needs from one version of a log, from small reads of its ends (16 KiB each,
-    read on only where a field is not there): whether they name Harbor trial dirs (SWE-Lego-RL),
-    the config fields the runs list shows (targeted byte searches of the head) and the tail's
-    last step and markers. `model`, `max_steps` and `eval_envs` are derived once, when read."""
+    """What a log's ends say about its run (one version of the log)."""
 
     names_trials: bool
     head: QuickHead
     tail: QuickTail
     started: float | None = None
     file_logger: str | None = None
-    head_progress: int | None = None  # read only when the config and the tail give no total
-    sft_total: int | None = None  # read only when neither they nor the head's progress bar do
-    model: str | None = None
+    first_step: int | None = None  # the first metric step, when it is within the head read
     max_steps: int | None = None
+    model: str | None = None
     eval_envs: tuple = ()
 
+    @property
+    def zero_based(self) -> bool:
+        """Era S1 and SFT logs count steps from 0: at step N, N+1 updates are done."""
+        return self.first_step == 0
 
-_ENTRY_BYTES = 800  # a cached (fingerprint, Digest | Brief): the tuples, dataclasses, ints and floats
+    @property
+    def attempts(self) -> int:
+        """Launches the ends show: a log whose first step is above 1 resumed an earlier launch."""
+        return 2 if self.first_step is not None and self.first_step > 1 else 1
+
+
+_ENTRY_BYTES = 800  # a cached (fingerprint, Digest): the tuples, dataclasses, ints and floats
 
 
 def entry_size(strings) -> int:
-    """The cache size of a (fingerprint, Digest) or (fingerprint, Brief) entry, without a deep walk:
-    a fixed part plus the strings it holds (`tests/test_cache.py` checks it against `_deep_size`)."""
+    """The cache size of a (fingerprint, Digest) entry without a deep walk: a fixed part plus the
+    strings it holds (`tests/test_cache.py` checks it against `_deep_size`)."""
     return _ENTRY_BYTES + sum(sys.getsizeof(s) + 8 for s in strings if s is not None)
 
 
-def digest_size(d: "Digest") -> int:
+def digest_size(d: Digest) -> int:
     return entry_size((d.head.experiment, *d.head.models, d.file_logger, *d.tail.keys, d.model, *d.eval_envs))
 
 
@@ -144,19 +131,16 @@ def log_digest(path: str) -> Digest | None:
     fp = file_id(path)
     if fp is None:
         return None
-    return cache.shared.current(("verl-digest", path), fp, lambda: read_digest(path, fp.size), size=digest_size)
+    return cache.shared.current(("verl-digest", os.path.realpath(path)), fp, lambda: read_digest(path),
+                                size=digest_size)
 
 
-def read_digest(path: str, size: int | None = None) -> Digest | None:
-    """One open; with the log's `size` (from the stat in hand), the fast path (`verl_quick`) first,
-    else (not sure, or no size) the reads `LogEnds` needs (two of 16 KiB for most logs)."""
+def read_digest(path: str) -> Digest | None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        if size is not None and (digest := quick_digest(fd, size)) is not None:
-            return digest
         return _digest(LogEnds(fd, os.fstat(fd).st_size))
     except OSError:
         return None
@@ -164,20 +148,9 @@ def read_digest(path: str, size: int | None = None) -> Digest | None:
         os.close(fd)
 
 
-def quick_digest(fd: int, size: int) -> Digest | None:
-    """The digest `_digest` gives, by the fast path; None when it is not sure."""
-    parts = quick_parts(fd, size)
-    if parts is None:
-        return None
-    named, qh, qt, stamp, progress, sft = parts
-    total = qh.total_steps if qh.total_steps is not None and qh.total_steps > 0 else None
-    return Digest(named, qh, qt, _stamp_seconds(stamp), None, progress, sft, _model(qh),
-                  total or qt.progress_total or progress or sft, tuple(val_sources(qt.keys)))
-
-
 def _stamp_seconds(stamp: bytes | None) -> float | None:
-    """`YYYY-MM-DD HH:MM:SS` (local time) → epoch seconds, as strptime + mktime would (no
-    strptime: it costs more than the rest of a log's digest)."""
+    """`YYYY-MM-DD HH:MM:SS` (local time) → epoch seconds (strptime costs more than the rest of a
+    log's digest)."""
     if stamp is None:
         return None
     y, mo, d, h, mi, s = (int(stamp[a:b]) for a, b in ((0, 4), (5, 7), (8, 10), (11, 13), (14, 16), (17, 19)))
@@ -194,8 +167,9 @@ def _digest(ends: LogEnds) -> Digest:
     data, pos, trainer, end = find_config_bounds(ends)  # the bytes seen: data[:ends.head_len]
     seen = ends.head_len
     qh = quick_head(data, pos, end, trainer, seen) if pos >= 0 else QuickHead()
-    qt = quick_tail(ends, progress=not (qh.total_steps is not None and qh.total_steps > 0))
-    first, last = ends._head, ends.tail(FIRST_BYTES)  # the first read holds the first FIRST_BYTES
+    has_total = qh.total_steps is not None and qh.total_steps > 0
+    qt = quick_tail(ends, progress=not has_total)
+    first, last = ends.read_head(FIRST_BYTES), ends.tail(FIRST_BYTES)
     named = harbor.names_exp_dirs(first, 0, min(ends.size, FIRST_BYTES)) or harbor.names_exp_dirs(
         last, max(len(last) - FIRST_BYTES, 0), len(last))
     stamp = stamp_in(ends, 0, seen)  # the first wall-clock stamp of what was seen, else of the head window
@@ -204,112 +178,22 @@ def _digest(ends: LogEnds) -> Digest:
         stamp = stamp_in(ends, max(seen - 32, 0), ends.head_len)
     logger = None
     if qh.file_logger:  # the config's trainer.logger holds 'file', or there is no config to say
-        m = head_search(ends, _FILE_LOGGER, b"Creating file logger at ", LOGGER_BYTES)
+        m = head_search(ends, FILE_LOGGER, b"Creating file logger at ", LOGGER_BYTES)
         if m is not None:
             logger = clean_piece(m.group(1).decode("utf-8", "replace"))[1].strip() or None
-    progress = sft = None
-    if not (qh.total_steps is not None and qh.total_steps > 0 or qt.progress_total):  # else not needed
-        # the PPO trainer's tqdm total, else the SFT trainer's step count (each prints only its own)
+    total = qh.total_steps if has_total else qt.progress_total
+    if total is None:  # the PPO trainer's tqdm total, else the SFT trainer's step count
         window = max(HEAD_BYTES, qh.end)
         if pos < 0 or qh.flavor == "rl":
-            progress = head_search(ends, PROGRESS, b"Training Progress:", window)
-        if pos < 0 or qh.flavor == "sft":
-            sft = None if progress else head_search(ends, SFT_STEPS, b"Number of steps/epoch", window)
-    progress, sft = int(progress.group(1)) if progress else None, int(sft.group(1)) if sft else None
-    total = qh.total_steps if qh.total_steps is not None and qh.total_steps > 0 else None
-    return Digest(named, qh, qt, _stamp_seconds(stamp), logger, progress, sft, _model(qh),
-                  total or qt.progress_total or progress or sft, tuple(val_sources(qt.keys)))
-
-
-def _model(head: QuickHead) -> str | None:
-    return next((name for p in head.models if (name := model_name(p)) is not None), None)
-
-
-def digest_max_steps(d: Digest) -> int | None:
-    return d.max_steps
-
-
-def digest_model(d: Digest) -> str | None:
-    return d.model
-
-
-def quick_brief(log: str, name: str) -> "Brief | None":
-    """The runs-list row of a log from its digest and the fingerprints of the file-logger JSONLs
-    it may have (discovery converts `started`/`updated` to timestamps for all rows at once).
-    None when the log is not readable."""
-    digest = log_digest(log)
-    if digest is None:
-        return None
-    jsonl = os.path.splitext(log)[0] + ".jsonl"
-    return digest_brief(log, name, digest, file_id(log), file_id(jsonl))
-
-
-def digest_brief(log: str, name: str, digest: Digest, fp, jsonl_fp) -> "Brief":
-    """The row of a log from its digest, its fingerprint `fp` and that of the `<stem>.jsonl` next
-    to it (`jsonl_fp`, None when there is none: discovery knows it from the folder's listing);
-    the file-logger path the log printed is looked up here."""
-    sidecars = [os.path.splitext(log)[0] + ".jsonl"]
-    deps = [fp, jsonl_fp]
-    if digest.file_logger:
-        sidecars.append(os.path.join(os.path.dirname(log), os.path.expanduser(digest.file_logger)))
-        deps.append(file_id(sidecars[-1]))
-    tail = digest.tail
-    return Brief(digest.head.experiment or name, tail.last_step, digest.max_steps, tail.final_validation,
-                 digest.started, updated_from(log, sidecars, tuple(deps)), digest.model, digest.head.flavor,
-                 digest.eval_envs)
-
-
-@dataclass(frozen=True)
-class Brief:
-    """A run's row in the runs list, without its status (that depends on the time of the call)."""
-
-    name: str
-    step: int | None
-    max_steps: int | None
-    final: bool
-    started: float | None
-    updated: float | None
-    model: str | None
-    flavor: str
-    eval_envs: tuple[str, ...]
-
-
-def config_max_steps(cfg: dict, head: HeadSummary, progress_total: int | None) -> int | None:
-    total = dig(cfg, "trainer", "total_training_steps")
-    if isinstance(total, int) and not isinstance(total, bool) and total > 0:
-        return total
-    return progress_total or head.progress_total or head.sft_total
-
-
-def config_model(cfg: dict) -> str | None:
-    for keys in (("actor_rollout_ref", "model", "path"), ("model", "partial_pretrain"), ("model", "path"),
-                 ("critic", "model", "path")):
-        if (name := model_name(dig(cfg, *keys))) is not None:
-            return name
-    return None
-
-
-def config_flavor(cfg: dict) -> str:
-    return "sft" if cfg and "actor_rollout_ref" not in cfg and ("optim" in cfg or "data" in cfg) else "rl"
-
-
-def config_experiment(cfg: dict) -> str | None:
-    name = dig(cfg, "trainer", "experiment_name")
-    return name if isinstance(name, str) else None
-
-
-def updated_from(log: str, sidecars: list[str], fps: tuple) -> float | None:
-    """`VerlRun.updated()` from fingerprints: the log's mtime and the file-logger JSONL's (the
-    first sidecar that is one, as `file_logger_path` picks it)."""
-    times = [fps[0].mtime] if fps[0] else []
-    for path, fp in zip(sidecars, fps[1:]):
-        try:
-            if fp is not None and is_file_logger(path):
-                times.append(fp.mtime)
-                break
-        except OSError:
-            continue
-    return max(times) if times else None
+            m = head_search(ends, PROGRESS, b"Training Progress:", window)
+            total = int(m.group(1)) if m else None
+        if total is None and (pos < 0 or qh.flavor == "sft"):
+            m = head_search(ends, SFT_STEPS, b"Number of steps/epoch", window)
+            total = int(m.group(1)) if m else None
+    head = ends.read_head(ends.head_len)
+    return Digest(named, qh, qt, _stamp_seconds(stamp), logger, first_step(head, max(pos, 0)), total,
+                  next((name for p in qh.models if (name := model_name(p)) is not None), None),
+                  tuple(val_sources(qt.keys)))
 
 
 def val_sources(keys) -> list[str]:

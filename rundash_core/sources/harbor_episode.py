@@ -1,0 +1,74 @@
+"""One Harbor trial as an `Episode`: result.json's reward, timing and error, and the agent's
+transcript from its ATIF `agent/trajectory.json` (`../shared/formats/swe-lego-rl.md` section 3).
+
+ATIF steps map to messages: `system`/`user` steps as they are, `agent` steps as assistant
+messages (reasoning, tool calls with their arguments as JSON text), and each observation result
+as a tool message answering its call.
+"""
+from __future__ import annotations
+
+import os
+
+import orjson
+
+from ..frames import Episode, Message, ToolCall
+from ..io.configs import dig
+from ..io.files import file_id
+from . import harbor
+
+TRAJECTORY = os.path.join("agent", "trajectory.json")
+_ROLES = {"system": "system", "user": "user", "agent": "assistant"}
+_PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
+
+
+def _load(path: str) -> tuple[dict | None, str | None]:
+    fid = file_id(path)
+    if fid is None:
+        return None, None
+    return harbor._load_result(path, fid)
+
+
+def _text(v) -> str:
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else orjson.dumps(v).decode()
+
+
+def _seconds(phase) -> float | None:
+    start, end = harbor._time(dig(phase, "started_at")), harbor._time(dig(phase, "finished_at"))
+    return (end - start) / 1e9 if start is not None and end is not None else None
+
+
+def atif_messages(trajectory: dict) -> list[Message]:
+    out: list[Message] = []
+    for step in trajectory.get("steps") or []:
+        if not isinstance(step, dict):
+            continue
+        calls = [ToolCall(str(c.get("function_name") or ""), _text(c.get("arguments")), c.get("tool_call_id"))
+                 for c in step.get("tool_calls") or [] if isinstance(c, dict)]
+        tokens = dig(step, "metrics", "completion_tokens")
+        out.append(Message(_ROLES.get(step.get("source"), str(step.get("source"))), _text(step.get("message")),
+                           step.get("reasoning_content"), calls,
+                           tokens=tokens if isinstance(tokens, int) else None))
+        for r in dig(step, "observation", "results") or []:
+            if isinstance(r, dict):
+                out.append(Message("tool", _text(r.get("content")), tool_call_id=r.get("source_call_id")))
+    return out
+
+
+def trial_episode(trial_dir: str, row: dict, run_id: str) -> Episode:
+    """The episode of one trial dir; `row` is its samples() row (ids, reward, error)."""
+    result, problem = _load(os.path.join(trial_dir, harbor.RESULT))
+    trajectory, tproblem = _load(os.path.join(trial_dir, TRAJECTORY))
+    rewards = dig(result, "verifier_result", "rewards")
+    timing = {p: s for p in _PHASES if (s := _seconds(dig(result, p))) is not None}
+    raw = {"problems": [p for p in (problem, tproblem) if p]}
+    if not os.path.exists(os.path.join(trial_dir, TRAJECTORY)):
+        raw["problems"].append("no agent/trajectory.json: no transcript")
+    return Episode(
+        sample_id=row["sample_id"], run_id=run_id, split=row["split"], step=row["step"], task_id=row["task_id"],
+        env=row["env"], reward=row["reward"],
+        rewards={k: float(v) for k, v in rewards.items() if isinstance(v, (int, float))} if isinstance(rewards, dict) else {},
+        messages=atif_messages(trajectory) if isinstance(trajectory, dict) else [],
+        ids={"trial": os.path.basename(trial_dir), "trial_dir": trial_dir, **({"id": str(result["id"])} if result and "id" in result else {})},
+        timing=timing, error=row["error"], raw=raw)
