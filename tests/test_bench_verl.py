@@ -2,8 +2,10 @@
 report."""
 from __future__ import annotations
 
+import gc
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -50,20 +52,75 @@ def test_report_has_every_row(tmp_path, capsys):
     assert rc == 0, out
     for label in ("rundash parse: VerlLogTail.poll() → rows", "baseline: per line decode, ANSI regex, step: regex",
                   "floor: read the lines, no parsing", "rundash cold load: open_run().metrics()",
-                  "rundash parse / baseline"):
+                  "rundash parse / baseline, user CPU"):
         assert label in out, label
-    for check in ("rundash values = baseline values", "rundash-only cells", "refresh +10 lines: run.metrics()"):
+    for check in ("garbage collector on in every timed run", "rundash values = baseline values",
+                  "rundash-only cells", "refresh +10 lines: run.metrics()"):
         line = next(x for x in out.splitlines() if x.startswith(f"| {check}"))
         assert line.rstrip(" |").endswith("PASS"), line
     parse = next(x for x in out.splitlines() if x.startswith("| rundash parse: VerlLogTail"))
-    assert re.search(r"user \d+\.\d\d s, sys \d+\.\d\d s, [\d,]+ page faults \|$", parse), parse
+    assert re.search(r"user \d+\.\d\d s, sys \d+\.\d\d s, [\d,]+ page faults *\|$", parse), parse
     saved = json.loads(out_json.read_text())
-    assert set(saved["results"]) >= {"rundash", "baseline", "floor", "cold", "verify", "refresh"}
-    assert all(saved["results"][k]["minor_faults"] >= 0 for k in ("rundash", "baseline", "floor", "cold"))
-    assert saved["results"]["baseline"]["user_s"] + saved["results"]["baseline"]["sys_s"] > 0
-    assert saved["results"]["floor"]["rows"] == saved["generated"]["lines"]
-    assert saved["checks"]["speedup"] == pytest.approx(
-        saved["results"]["baseline"]["seconds"] / saved["results"]["rundash"]["seconds"])
+    results, checks = saved["results"], saved["checks"]
+    assert set(results) >= {"rundash", "baseline", "floor", "cold", "verify", "refresh"}
+    timed_runs = ("rundash", "baseline", "floor", "cold")
+    assert all(results[k]["minor_faults"] >= 0 and results[k]["gc_on"] for k in timed_runs)
+    assert results["baseline"]["user_s"] + results["baseline"]["sys_s"] > 0
+    assert results["floor"]["rows"] == saved["generated"]["lines"]
+    assert checks["gc_on"] is True
+    assert checks["speedup"] == pytest.approx(results["baseline"]["seconds"] / results["rundash"]["seconds"])
+    if results["rundash"]["user_s"] > 0:
+        assert checks["user_cpu_speedup"] == pytest.approx(results["baseline"]["user_s"] / results["rundash"]["user_s"])
+    assert checks["speedup_ok"] == (checks["user_cpu_speedup"] >= bench.TARGET_SPEEDUP)
+
+
+def _results(rundash_s: float, rundash_user: float, *, gc_on: bool = True) -> dict:
+    """Measurements as the contenders return them: the baseline takes 10 s wall, 8 s user CPU."""
+    def run(seconds, user, rows=100):
+        return {"seconds": seconds, "user_s": user, "sys_s": 0.1, "minor_faults": 10, "rows": rows, "values": 1000,
+                "gc_on": gc_on, "gc_collections": 5}
+    return {"rundash": run(rundash_s, rundash_user), "baseline": run(10.0, 8.0), "floor": run(0.5, 0.3),
+            "cold": run(3.0, 2.0),
+            "verify": {"checked": 1000, "off": 0, "extra": 0, "extra_from_pprint": 0, "ok": True},
+            "refresh": {"seconds": 0.01, "rows_added": 20, "expected": 20, "rounds": 5, "all_added": [20] * 5}}
+
+
+@pytest.mark.parametrize("rundash_s, rundash_user, ok", [
+    (1.0, 1.9, True),   # 10× in wall time, 4.2× in user CPU: the user CPU decides
+    (2.0, 2.1, False),  # 5× in wall time, 3.8× in user CPU: a wait-free wall time does not pass it
+    (3.0, 2.0, True),   # exactly 4× in user CPU, 3.3× in wall time (a loaded machine)
+])
+def test_the_target_is_on_user_cpu_time(rundash_s, rundash_user, ok):
+    gen = bench.Generated("b.log", 100_000_000, 400_000, 320, 1.0)
+    text, checks = bench.build_report(gen, _results(rundash_s, rundash_user))
+    assert checks["user_cpu_speedup"] == pytest.approx(8.0 / rundash_user)
+    assert checks["speedup"] == pytest.approx(10.0 / rundash_s)
+    assert checks["speedup_ok"] is ok
+    line = next(x for x in text.splitlines() if x.startswith("| rundash parse / baseline, user CPU"))
+    assert line.rstrip(" |").endswith("PASS" if ok else "MISS"), line
+    assert f"{8.0 / rundash_user:.1f}×" in line and f"wall {10.0 / rundash_s:.1f}×" in line
+
+
+def test_a_contender_that_switched_the_collector_off_fails_the_bench():
+    gen = bench.Generated("b.log", 100_000_000, 400_000, 320, 1.0)
+    _text, checks = bench.build_report(gen, _results(1.0, 1.0, gc_on=False))
+    assert checks["gc_on"] is False
+    try:  # the measurement itself notices (a test process only: put back at once)
+        assert bench.timed_gc_on(gc.disable)[1]["gc_on"] is False
+        with pytest.raises(RuntimeError, match="garbage collector is off"):
+            bench.timed_gc_on(lambda: None)
+    finally:
+        gc.enable()
+
+
+def test_samples_are_found_relative_to_the_repository(monkeypatch, tmp_path):
+    monkeypatch.delenv("RUNDASH_VERL_SAMPLES", raising=False)
+    assert bench.sample_dir() == SAMPLES.resolve()
+    (tmp_path / bench.SAMPLE_NAMES[0]).write_bytes(b"step:1 - a:1\n")
+    monkeypatch.setenv("RUNDASH_VERL_SAMPLES", str(tmp_path))
+    assert bench.sample_dir() == tmp_path
+    source = (Path(bench.__file__).parent).glob("*.py")
+    assert not [p.name for p in source if "/work/" in p.read_text()]  # no absolute paths in the benches
 
 
 def test_cli_defaults():

@@ -1,6 +1,8 @@
 """Series cut from tidy frames and the figures built from them (rundash_core.charts.series/figures/view)."""
 from __future__ import annotations
 
+import os
+
 import io
 
 import numpy as np
@@ -10,7 +12,7 @@ import pytest
 
 import rundash_core as rd
 from rundash_core.charts.figures import ChartOptions, plotly_text
-from rundash_core.charts.series import X_STEP, X_TIME, SeriesIndex, frame_stamp, series_index
+from rundash_core.charts.series import X_STEP, X_TIME, SeriesIndex, series_index
 from rundash_core.charts.view import key_groups, metric_charts, panel_chart, x_choices
 from rundash_core.charts.sections import key_tree
 
@@ -118,14 +120,22 @@ def test_titles_and_labels_from_data_are_not_markup():
     assert "<b>" not in chart.figure.layout.title.text and "<b>" not in chart.figure.data[-1].name
 
 
-def test_series_index_is_rebuilt_when_the_frame_changes(small):
-    a = series_index("run-a", small)
-    assert series_index("run-a", small) is a
-    grown = pd.concat([small, tidy([(4, 190.0, "reward/mean", 0.5, "orch")])], ignore_index=True)
-    grown["metric"] = grown["metric"].astype("category")
-    assert frame_stamp(grown) != frame_stamp(small)
-    b = series_index("run-a", grown)
-    assert b is not a and b.series("reward/mean")[0].y.tolist() == [0.125, 0.25, 0.5]
+def test_series_index_follows_the_store_version(tmp_path):
+    """The index is keyed by the run's store version: an append rebuilds it, a store made again
+    (cache evicted) never serves an index of the old one."""
+    from conftest import NEW_METRICS, NEW_RUN, copy_run
+    from rundash_core import cache
+
+    run = rd.open_run(copy_run(NEW_RUN, tmp_path))
+    a = series_index(run)
+    assert series_index(run) is a
+    with open(run.path + "/" + NEW_METRICS, "a") as fh:
+        fh.write('{"step": 99, "time": 1.9e9, "reward/mean": 0.75, "producer": "orch"}\n')
+    b = series_index(run)
+    assert b is not a and b.series("reward/mean")[0].y[-1] == 0.75
+    version = run.metrics_version()
+    cache.shared.discard(("metrics", os.path.realpath(run.path + "/" + NEW_METRICS)))
+    assert run.metrics_version() != version  # a new store, a new stamp (no memory addresses)
 
 
 def test_all_metrics_groups_cover_every_key_of_a_demo_run(tmp_path):
@@ -135,7 +145,7 @@ def test_all_metrics_groups_cover_every_key_of_a_demo_run(tmp_path):
     runs = rd.discover([folder])
     path = runs[runs["kind"] == "prime-rl"]["path"].iloc[0]
     run = rd.open_run(path)
-    ix = series_index(run.path, run.metrics())
+    ix = series_index(run)
     groups = key_groups(key_tree(ix.metrics, max_depth=3))
     assert sorted(k for _, keys in groups for k in keys) == sorted(ix.metrics)
     charts = metric_charts(ix, [k for _, keys in groups for k in keys][:20], X_STEP, ChartOptions())

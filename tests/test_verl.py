@@ -8,6 +8,7 @@ that are not `key:value`), merge per step with the last value winning.
 """
 from __future__ import annotations
 
+import gc
 import math
 import os
 import re
@@ -353,6 +354,30 @@ def test_blocks_give_the_same_rows_as_one_read(tmp_path):
     def comparable(rows):  # NaN != NaN: compare their text
         return [{k: repr(v) for k, v in r.items()} for r in rows]
     assert comparable(whole.rows) == comparable(small.rows) and len(whole.rows) > 220
+
+
+def test_a_poll_leaves_the_garbage_collector_on(tmp_path, monkeypatch):
+    """The app parses in every user's session: a poll may not switch the collector (or any other
+    process-wide setting) off, not even for a while."""
+    def refuse(*_args):
+        raise AssertionError("the garbage collector is process-wide: leave it alone")
+
+    for name in ("disable", "freeze", "set_threshold"):
+        monkeypatch.setattr(gc, name, refuse)
+    path = tmp_path / "all.log"
+    path.write_bytes(b"".join(p.read_bytes() for p in (DQ, EH, SFT, LEGO)) + b"step:999999 - a:0.")
+    seen = []
+    scan = VerlLogTail._scan
+    monkeypatch.setattr(VerlLogTail, "_scan", lambda self, *a: seen.append(gc.isenabled()) or scan(self, *a))
+    assert gc.isenabled()
+    tail = VerlLogTail(path, block_bytes=64 << 10)
+    rows = tail.poll().rows
+    assert len(rows) > 400 and len(seen) >= 10 and all(seen)  # on in every block of the poll
+    with open(path, "ab") as f:
+        f.write(b"5\nstep:1000000 - a:1.0\n")
+    assert [r["a"] for r in tail.poll().rows] == [0.5, 1.0]
+    assert gc.isenabled() and all(seen)
+    assert not any(gc.is_tracked(r) for r in rows)  # why it may stay on: rows hold no containers
 
 
 # The file logger ----------------------------------------------------------------------------------

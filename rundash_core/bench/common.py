@@ -72,9 +72,10 @@ def run_one(bench: str, contender: str, kwargs: dict, *, in_process: bool = Fals
 
 
 def best_of(bench: str, contenders: tuple[str, ...], kwargs: dict, *, repeat: int,
-            in_process: bool = False) -> dict[str, dict]:
-    """Each contender `repeat` times, interleaved so background load hits all alike; the fastest
-    run of each counts (with every run's seconds kept as `all_seconds`)."""
+            in_process: bool = False, key: str = "seconds") -> dict[str, dict]:
+    """Each contender `repeat` times, interleaved so background load hits all alike; the run with
+    the least `key` (wall seconds, or `user_s` for user CPU) counts, with every run's seconds kept
+    as `all_seconds` (and user CPU as `all_user_s` when measured)."""
     runs: dict[str, list[dict]] = {}
     for r in range(max(repeat, 1)):
         for contender in contenders:
@@ -82,8 +83,10 @@ def best_of(bench: str, contenders: tuple[str, ...], kwargs: dict, *, repeat: in
             runs.setdefault(contender, []).append(run_one(bench, contender, kwargs, in_process=in_process))
     out = {}
     for contender, measured in runs.items():
-        best = dict(min(measured, key=lambda x: x["seconds"]))
+        best = dict(min(measured, key=lambda x: x[key]))
         best["all_seconds"] = [x["seconds"] for x in measured]
+        if all("user_s" in x for x in measured):
+            best["all_user_s"] = [x["user_s"] for x in measured]
         if all("peak_rss_mb" in x for x in measured):  # every run's peak, not only the fastest one's
             best["all_peak_rss_mb"] = [x["peak_rss_mb"] for x in measured]
             best["all_delta_rss_mb"] = [x["delta_rss_mb"] for x in measured]

@@ -15,15 +15,16 @@ literal `true`/`false`/`null` as a value reads as 1/0/a gap.
 replaced file re-read) and yields MetricStore rows `{"step": N, key: number, …}`, one per metric
 line, in file order. They carry no `producer` and no `time`: the store's defaults say "trainer"
 and "not known", and two more keys per row would push most rows into the next dict size (memory
-and page faults are a good part of a big log's parse time). The cycle collector is paused while
-a poll builds its rows: it would walk them again and again and find nothing. `FileLoggerTail`
-reads verl's `file` logger JSONL into rows `{"step": N, key: number, …, "producer": "trainer",
-"time": NaN}`.
+and page faults are a good part of a big log's parse time). Nothing here touches process-wide
+state (garbage collector, signal handlers, warning filters): the app parses in every user's
+session. Nor is there a need: rows hold only str keys and int/float values, so CPython never
+tracks them in the cycle collector, which only walks the few lists a poll builds.
+`FileLoggerTail` reads verl's `file` logger JSONL into rows `{"step": N, key: number, …,
+"producer": "trainer", "time": NaN}`.
 """
 from __future__ import annotations
 
 import ast
-import gc
 import operator
 import re
 from dataclasses import dataclass
@@ -128,21 +129,15 @@ class VerlLogTail(ByteTail):
     def poll(self) -> TailResult | None:
         rows: list[dict] = []
         reset = got = False
-        collect = gc.isenabled()  # the cycle collector finds nothing in these rows, only costs
-        gc.disable()
-        try:
-            while (new := self.read_lines(self.block_bytes)) is not None:
-                got = True
-                if new.reset:
-                    reset = True
-                    rows.clear()
-                    self._reset_state()
-                if not new.cut:
-                    break  # only a partial line is new
-                self._scan(new.data, new.cut, new.start, rows)
-        finally:
-            if collect:
-                gc.enable()
+        while (new := self.read_lines(self.block_bytes)) is not None:
+            got = True
+            if new.reset:
+                reset = True
+                rows.clear()
+                self._reset_state()
+            if not new.cut:
+                break  # only a partial line is new
+            self._scan(new.data, new.cut, new.start, rows)
         if not got:
             return None
         ours = self._from_pprint  # rows from validation pprints are not metric lines
