@@ -28,7 +28,7 @@ COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "cre
 DEFAULT_DEPTH = 4
 SKIP_NAMES = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env", "harbor_trials", "wandb",
                         "checkpoints", "checkpoint", "ckpt", "ckpts"})
-SKIP_PATTERN = re.compile(r"^(?:global_step_?\d+|checkpoint-\d+|step_\d+|iter_\d+)$")
+SKIP_PATTERN = re.compile(r"^(?:global_step_?\d+|checkpoint-\d+|step_\d+|iter_\d+|attempt_\d+|latest)$")  # checkpoints, run internals
 
 
 def default_depth() -> int:

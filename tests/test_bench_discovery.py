@@ -26,11 +26,13 @@ def test_generated_logs_and_contenders(tmp_path):
 
 def test_verify_catches_a_wrong_step(tmp_path, monkeypatch):
     bench.build_logs(str(tmp_path / "logs"), 4, 0.2)
-    from rundash_core.sources import verl_summary
+    import dataclasses
 
-    real = verl_summary.digest_brief  # what discovery builds a verl row from
-    monkeypatch.setattr(verl_summary, "digest_brief", lambda *a: __import__("dataclasses").replace(
-        real(*a), step=(real(*a).step or 0) + 1))
+    from rundash_core.sources.verl import VerlRun
+
+    real = VerlRun.overview  # what discovery builds a verl row from
+    monkeypatch.setattr(VerlRun, "overview", lambda self, now=None: dataclasses.replace(
+        real(self, now), step=(real(self, now).step or 0) + 1))
     result = bench.verify(str(tmp_path / "logs"), sample=4)
     assert not result["ok"] and result["off"] == 4
 
@@ -46,7 +48,7 @@ def test_report_has_every_row(tmp_path, capsys):
         assert label in out, label
     cold = next(x for x in out.splitlines() if x.startswith("| rundash cold"))
     assert re.search(r"user \d+\.\d\d s, sys \d+\.\d\d s, [\d,]+ page faults", cold), cold
-    for check in ("cold / floor", "whole-file scan / cold", "warm / floor"):
+    for check in ("cold / reading alone", "whole-file scan / cold", "warm / floor"):
         line = next(x for x in out.splitlines() if x.startswith(f"| {check}"))
         assert line.rstrip(" |").endswith(("PASS", "MISS")), line
     for check in ("discover step/status = full parse", "only the logs listed"):

@@ -498,7 +498,7 @@ def test_lego_run_trials_validation_dumps_and_pairing(folder):
     v = run.validation()
     scores = v[(v["source"] == "trials") & (v["statistic"] == "val_score")]
     assert sorted(scores["event"].unique()) == [f"step_{f:04d}" for f in val_folders]
-    assert list(scores["trainer_step"].astype(int)) == list(lego_run.VAL_AFTER)
+    assert list(scores["step"].astype(int)) == list(lego_run.VAL_AFTER)  # the trainer step of each event
     assert list(scores["value"]) == pytest.approx([len(s) / cohort for s in lego_run.VAL_SOLVED])
 
 

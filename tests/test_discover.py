@@ -123,16 +123,29 @@ def test_newest_first(tmp_path):
     runs = [make_rl_run(root, f"env--m--0000000{i}", rows=[]) for i in range(4)]
     order = [2, 0, 3, 1]  # mtime rank: larger = newer
     for rank, i in enumerate(order):
-        os.utime(runs[i], (1_700_000_000 + rank * 100, 1_700_000_000 + rank * 100))
+        set_all_mtimes(runs[i], 1_700_000_000 + rank * 100)  # the run's files: its last activity
     df = rd.discover([root])
     assert list(df["name"]) == [runs[i].name for i in reversed(order)]
 
 
-def test_missing_dir_does_not_crash(tmp_path):
+def test_missing_dir_is_said_not_silently_empty(tmp_path):
+    from rundash_core.discover import scan
+
     copy_run(OLD_RUN, tmp_path / "ok")
     (tmp_path / "a-file").write_text("x")
-    df = rd.discover([tmp_path / "missing", tmp_path / "a-file", tmp_path / "ok"])
-    assert list(df["run_id"]) == [OLD_NAME]
+    with pytest.raises(rd.RunError, match="missing: no such directory.*a-file: not a directory"):
+        rd.discover([tmp_path / "missing", tmp_path / "a-file", tmp_path / "ok"])
+    df, errors = scan([tmp_path / "missing", tmp_path / "a-file", tmp_path / "ok"])  # what the app shows
+    assert list(df["run_id"]) == [OLD_NAME] and len(errors) == 2
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    os.chmod(locked, 0)
+    try:
+        if not os.access(locked, os.R_OK):  # root reads anything: then there is nothing to say
+            with pytest.raises(rd.RunError, match="cannot list directory"):
+                rd.discover([locked])
+    finally:
+        os.chmod(locked, 0o755)
     runs, errors = rd.list_runs([tmp_path / "missing", tmp_path / "a-file"])
     assert runs == [] and len(errors) == 2
     assert any("no such directory" in e for e in errors) and any("not a directory" in e for e in errors)
@@ -204,10 +217,9 @@ def _no_reads(monkeypatch):
     def fail(*a, **k):
         raise AssertionError("discover read a log")
 
-    monkeypatch.setattr(verl_summary, "open_ends", fail)
     monkeypatch.setattr(verl_summary, "read_digest", fail)
+    monkeypatch.setattr(verl_summary, "read_range", fail)
     monkeypatch.setattr(verl_text, "read_range", fail)
-    monkeypatch.setattr(verl_text, "read_tail", fail)
 
 
 def test_warm_discover_reads_no_log(tmp_path, monkeypatch):
@@ -257,17 +269,18 @@ def test_same_stem_in_many_dirs_gets_unique_ids(tmp_path):
 def test_discover_row_matches_full_parse_on_sample_logs(tmp_path, folder):
     data = Path(__file__).parent / "data" / folder
     shutil.copytree(data, tmp_path / folder)
-    tracked = [tmp_path / folder / "logs"] if folder == "lego" else [tmp_path / folder]
+    tracked = [tmp_path / folder]
     now = 2e9
     df = rd.discover(tracked, now=now)
     logs = [p for p in df["path"] if p.endswith((".log", ".out"))]
     assert logs
     for path in logs:
         row = df.set_index("path").loc[path]
-        ov = rd.open_run(path).overview(full=True, now=now)
+        run = rd.open_run(path)
+        ov = run.overview(now=now)
         got = tuple(None if pd.isna(v) else v for v in (row["model"], row["max_steps"], row["step"], row["status"]))
-        assert got == (ov.model, ov.max_steps, ov.step, ov.status), path
-        assert row["model"] is not None and row["step"] is not None
+        assert got == (ov.model, ov.max_steps, ov.step, ov.status), path  # the run card is the row
+        assert row["model"] is not None and row["step"] == run.store().tail.last_step  # = the full parse
 
 
 def test_warm_discover_reuses_rows_until_an_entry_changes(tmp_path, monkeypatch):
@@ -277,11 +290,12 @@ def test_warm_discover_reuses_rows_until_an_entry_changes(tmp_path, monkeypatch)
     import importlib
     disc = importlib.import_module("rundash_core.discover")
     calls = []
-    monkeypatch.setattr(disc, "_found", lambda dirs, listings=None: calls.append(dirs) or ([], []))  # the runs found
+    real = disc._row
+    monkeypatch.setattr(disc, "_row", lambda *a: calls.append(a) or real(*a))  # a row summarised again
     again = rd.discover([tmp_path], now=2e9)
     assert calls == [] and again.equals(first)
     os.utime(tmp_path / "a.log", (1e9, 1e9))
-    assert rd.discover([tmp_path], now=2e9).empty and len(calls) == 1
+    assert rd.discover([tmp_path], now=2e9).at[0, "updated"].timestamp() == 1e9 and len(calls) == 1
 
 
 def test_quick_head_searches_the_config_print_and_falls_back():
@@ -369,104 +383,28 @@ def test_final_validation_found_around_the_last_step_line(tmp_path):
     assert not read_digest(str(log)).tail.final_validation
 
 
-@pytest.mark.parametrize("folder", ["verl", "lego", "lego/logs", "relax", "prime-rl", "all"])
-def test_one_pass_discovery_equals_the_run_objects_path(tmp_path, monkeypatch, folder):
-    """Discovery's one pass (the folder signature's listing reused, the logs classified with
-    their digests, rows straight from the digests, a `<stem>.jsonl` looked up in the listing)
-    gives the frame that finding the runs by source and asking each Run object gives."""
-    import importlib
-
-    from rundash_core import cache
-
-    shutil.copytree(Path(__file__).parent / "data", tmp_path / "data")
-    logs = sorted((tmp_path / "data" / "verl").glob("*.log"))
-    shutil.copy(logs[0], tmp_path / "data" / "verl" / "sidecar.log")  # a file-logger JSONL next to a log
-    (tmp_path / "data" / "verl" / "sidecar.jsonl").write_text('{"step": 1, "data": {"a": 1.0}}\n')
-    os.utime(tmp_path / "data" / "verl" / "sidecar.jsonl", (2e9 - 30, 2e9 - 30))
-    (tmp_path / "data" / "verl" / "alone.jsonl").write_text('{"step": 3, "data": {"a": 1.0}}\n')  # no log: its own run
-    tracked = sorted((tmp_path / "data").iterdir()) if folder == "all" else [tmp_path / "data" / folder]
-    disc = importlib.import_module("rundash_core.discover")
-    cache.shared.clear()
-    lean = rd.discover(tracked, now=2e9)
-    assert len(lean)
-    cache.shared.clear()
-    monkeypatch.setattr(disc, "_lean_sources", lambda: False)  # sources.find_runs, a Run object per row
-    pd.testing.assert_frame_equal(lean, rd.discover(tracked, now=2e9))
-    if folder == "verl":
-        row = lean.set_index("run_id").loc["sidecar"]
-        assert row["updated"] == pd.Timestamp(2e9 - 30, unit="s", tz="UTC")  # the JSONL is newer than the log
-        assert "alone" in set(lean["run_id"])
-
-
-# The digest's fast path (io/verl_quick): the exact digest or "not sure" ------------------------------
-def _exact_and_quick(path):
-    from rundash_core.io.verl_ends import LogEnds
-    from rundash_core.sources import verl_summary
-
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        return verl_summary._digest(LogEnds(fd, size)), verl_summary.quick_digest(fd, size)
-    finally:
-        os.close(fd)
-
-
-def test_fast_digest_equals_the_exact_one_on_cuts_of_the_sample_logs(tmp_path):
-    """Cut anywhere (at line ends and mid-line), the fast path answers the exact digest or None."""
-    hits = 0
-    for src in sorted((Path(__file__).parent / "data" / "verl").rglob("*.log")):
-        data = src.read_bytes()
-        for c in sorted(set(range(0, len(data), max(len(data) // 40, 1))) | {len(data)}):
-            for part in {data[:data.rfind(b"\n", 0, c) + 1], data[:c]}:
-                p = tmp_path / "cut.log"
-                p.write_bytes(part)
-                exact, quick = _exact_and_quick(p)
-                assert quick is None or quick == exact, (src.name, c, len(part))
-                hits += quick is not None
-    assert hits > 60
-
-
-def test_fast_digest_answers_for_the_bench_templates(tmp_path):
-    from rundash_core.bench.discovery import templates
-
-    for i, data in enumerate(templates(0.3)):
-        p = tmp_path / f"t{i}.log"
-        p.write_bytes(data)
-        exact, quick = _exact_and_quick(p)
-        assert quick is not None and quick == exact, i
-
-
-def test_fast_digest_is_not_sure_where_the_exact_path_reads_on(tmp_path):
-    """A config print past the first reads, without its trainer section or with a file logger to
-    look up, trial dirs named, no step line or wall-clock stamp in the windows: None, and the
-    digest discovery reads (`read_digest` with the size) is still the exact one."""
-    from rundash_core.sources.verl_summary import read_digest
-
-    stamp = b"2025-06-18 16:49:37,706\tINFO start\n"
-    cfg = (b"(TaskRunner pid=1) {'actor_rollout_ref': {'model': {'path': 'org/actor'}},\n"
-           b"(TaskRunner pid=1)  'critic': {'model': {'path': 'org/critic'}},\n"
-           b"(TaskRunner pid=1)  'trainer': {'experiment_name': 'exp', 'logger': ['console'],\n"
-           b"(TaskRunner pid=1)              'total_training_steps': 40}}\n")
-    steps = b"".join(b"(TaskRunner pid=1) step:%d - a:1.0 - val-core/gsm8k/acc/mean@1:0.5\n" % i for i in range(1, 400))
-    noise = b"(WorkerDict pid=2) {'not': 'the config'} " + b"x" * 60 + b"\n"
-    quiet = b"(WorkerDict pid=2) working " + b"y" * 60 + b"\n"
-    base = stamp + cfg + steps
-    cases = {
-        "plain": (base, True),
-        "config at 100 KiB": (stamp + quiet * 1100 + cfg + steps, True),
-        "config past 128 KiB": (stamp + quiet * 1600 + cfg + steps, False),
-        "many braces first": (stamp + noise * 100 + cfg + steps, False),
-        "file logger": (base.replace(b"['console']", b"['console', 'file']"), False),
-        "no trainer section": (stamp + cfg.replace(b"'trainer'", b"'trainee'") + steps, False),
-        "trial dirs named": (stamp + b"harbor_trials/x/step_0001\n" + cfg + steps, False),
-        "no step in the last 16 KiB": (base + quiet * 400, False),
-        "no stamp": (cfg + steps, False),
-        "cut config": (stamp + cfg[:120], False),
-    }
-    for name, (data, sure) in cases.items():
-        p = tmp_path / "v.log"
-        p.write_bytes(data)
-        exact, quick = _exact_and_quick(p)
-        assert (quick is not None) == sure, name
-        assert quick is None or quick == exact, name
-        assert read_digest(str(p), len(data)) == exact, name
+def test_recursive_discovery_finds_every_framework_layout_under_one_root(tmp_path, monkeypatch):
+    """outputs/<framework>/<run> layouts, a Lego workdir's logs/<exp>.log and a Relax <save>, all
+    under one root; never inside a run, nor in virtualenvs, node_modules, checkpoints or hidden
+    folders; no deeper than RUNDASH_DEPTH."""
+    data = Path(__file__).parent / "data"
+    root = tmp_path / "outputs"
+    copy_run(NEW_RUN, root / "prime-rl")
+    copy_run(OLD_RUN, root / "prime-rl-old")
+    shutil.copytree(data / "lego", root / "lego" / "workdir")
+    shutil.copytree(data / "relax" / "relax-run", root / "relax" / "relax-run")
+    for junk in (".hidden", "venv-x", "node_modules", "__pycache__", "checkpoints", "global_step_40"):
+        (root / junk).mkdir()
+        shutil.copy(VERL_LOG, root / junk / "train.log")
+    (root / "venv-x" / "pyvenv.cfg").write_text("home = /usr\n")
+    df = rd.discover([root])
+    assert dict(zip(df["run_id"], df["kind"])) == {
+        NEW_NAME: "prime-rl", OLD_NAME: "prime-rl", "qwen3-8b-swegym-gspo-async-r1": "swe-lego-rl", "relax-run": "relax"}
+    assert len(rd.open_run(df.set_index("kind").at["swe-lego-rl", "path"]).samples())  # its trials were linked
+    deep = root / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    shutil.copy(VERL_LOG, deep / "deep.log")  # listed at depth 4 (root: 0)
+    assert "deep" in set(rd.discover([root])["run_id"])
+    assert "deep" not in set(rd.discover([root], depth=3)["run_id"])
+    monkeypatch.setenv("RUNDASH_DEPTH", "2")
+    assert "deep" not in set(rd.discover([root])["run_id"])

@@ -2,6 +2,13 @@
 against an independent reading, validation pairing and scores, bad input, incremental re-reads,
 and no writes into the run.
 
+Samples are asserted in the run contract's schema (`frames.SAMPLES`: sample_id `<step>-<trial dir>`,
+env = capability, group_id = task_id, error "Type: message", status from ok, input/output tokens);
+the per-trial details that schema has no column for (capability, exception_type, exception,
+n_cache_tokens, started, problem) are asserted on the Harbor trial rows (`harbor.TRIAL_COLUMNS`)
+of the run's step folders. Validation is `frames.VALIDATION` (event, step = the paired trainer step,
+source, statistic, value, n, core).
+
 The reference below is written from the format notes (swe-lego-rl.md sections 1.3, 2.3, 3.3, 4,
 6), not from rundash's code: json.load of result.json, float() of verifier/reward.txt, the
 validation pairing by a line-by-line regex scan of the log.
@@ -20,8 +27,9 @@ import pytest
 
 import rundash_core as rd
 from conftest import DATA, copy_run, snapshot
-from rundash_core import cache
-from rundash_core.sources import SOURCES, detect, find_runs, harbor, swe_lego_rl
+from rundash_core import cache, frames
+from rundash_core.discover import walk
+from rundash_core.sources import SOURCES, detect, harbor, runs_among, swe_lego_rl
 from rundash_core.sources.swe_lego_rl import SweLegoRLRun
 
 EXP = "qwen3-8b-swegym-gspo-async-r1"
@@ -29,6 +37,7 @@ PROJECT = "swe_lego_rl"
 LEGO = DATA / "lego"
 LOG = LEGO / "logs" / f"{EXP}.log"
 TRIALS = LEGO / "harbor_trials" / PROJECT / EXP
+FULL_LOG = DATA / "lego-full" / "logs" / f"{EXP}.log"  # the generated sample's log and its four val dumps
 
 
 # Reference ----------------------------------------------------------------------------------------
@@ -70,6 +79,20 @@ def ref_trial(trial: Path) -> dict:
             "n_cache_tokens": agent.get("n_cache_tokens")}
 
 
+def ref_sample(trial: Path) -> dict:
+    """The trial's samples() row (run contract, `frames.SAMPLES`) derived from `ref_trial`."""
+    ref, step = ref_trial(trial), int(trial.parent.name.split("_")[1])
+    error = ref["exception_type"]
+    if error is not None and ref["exception"]:
+        error = f"{error}: {ref['exception']}"
+    return {"sample_id": f"{step}-{trial.name}", "step": step, "group_id": ref["task_id"],
+            "task_id": ref["task_id"], "env": ref["capability"], "reward": ref["reward"], "advantage": None,
+            "ok": ref["ok"], "error": error,
+            "status": None if ref["ok"] is None else "completed" if ref["ok"] else "error",
+            "truncated": None, "input_tokens": ref["n_input_tokens"], "output_tokens": ref["n_output_tokens"],
+            "turns": None, "duration_s": ref["duration_s"], "locator": str(trial)}
+
+
 def ref_pairing(log: Path) -> tuple[dict[int, int], set[int]]:
     """Spec 2.3: folder number -> trainer step, and every folder a validation started for."""
     pairs, starts, pending = {}, set(), None
@@ -108,7 +131,12 @@ def trial_dirs(exp_dir: Path) -> list[Path]:
 
 
 def _na(v):
-    return None if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v
+    return None if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def trial_rows(run: SweLegoRLRun) -> pd.DataFrame:
+    """The Harbor trial rows (`harbor.TRIAL_COLUMNS`) of every step folder of the run, in samples() order."""
+    return harbor.read_folders([f for g in run._groups() for f in g[6]])
 
 
 # Fixtures -----------------------------------------------------------------------------------------
@@ -166,15 +194,20 @@ def test_sidecar_logs_are_skipped_and_found_once(work):
     for name in (f"{EXP}_vllm.log", f"{EXP}_train_gpu_wandb.log", f"{EXP}_server.out", f"launch_{EXP}.log"):
         shutil.copy(log_of(work), work / "logs" / name)
         assert not swe_lego_rl.is_run_file(str(work / "logs" / name)), name
-    found = find_runs(str(work / "logs"))
-    assert [p for p, cls in found if cls is SweLegoRLRun] == [str(log_of(work))]
     entries = list(os.scandir(work / "logs"))
+    found = runs_among(entries)
+    assert [p for p, cls in found.items() if cls is SweLegoRLRun] == [str(log_of(work))]
     assert swe_lego_rl.find_runs(entries) == [str(log_of(work))]
+    walked = walk([str(work / "logs")], 4).runs
+    assert [p for p, cls in walked if cls is SweLegoRLRun] == [str(log_of(work))]
 
 
 def test_tracking_the_workdir_finds_the_log_in_logs(work):
     frame = rd.discover([work])
     assert list(frame["kind"]) == ["swe-lego-rl"] and list(frame["path"]) == [str(log_of(work))]
+    assert swe_lego_rl.find_runs(list(os.scandir(work))) == []  # the recursive walk looks into logs/
+    assert walk([str(work)], 4).runs == [(str(log_of(work)), SweLegoRLRun)]
+    assert walk([str(work)], 0).runs == []  # logs/ is one level down
 
 
 def test_detection_reads_only_head_and_tail(tmp_path):
@@ -222,7 +255,7 @@ def test_named_paths_and_sibling_expansion(tmp_path):
     assert run.kind == "swe-lego-rl"
     assert [os.path.basename(d) for d in run.exp_dirs()] == ["exp-20260812-031400", "exp-20260812-031900"]
     samples = run.samples()
-    assert sorted(samples["sample_id"]) == ["step_0003/a__a-1-aaaaaaaa", "step_0003/a__a-1-bbbbbbbb"]
+    assert sorted(samples["sample_id"]) == ["3-a__a-1-aaaaaaaa", "3-a__a-1-bbbbbbbb"]
     assert set(samples["step"]) == {3} and list(samples["split"]) == ["train", "train"]
     folders = run.folders()
     assert list(folders["trials"]) == [2] and list(folders["exp_dirs"]) == [2]
@@ -249,21 +282,36 @@ def test_samples_match_an_independent_reading():
     samples = run.samples()
     dirs = trial_dirs(TRIALS)
     assert len(samples) == len(dirs) == 42
-    assert list(samples.columns[:4]) == ["sample_id", "split", "step", "trainer_step"]
-    assert samples["sample_id"].is_unique
-    by_locator = samples.set_index("locator")
+    assert frames.check(samples, frames.SAMPLES) == [] and list(samples.columns) == list(frames.SAMPLES)
+    assert samples["sample_id"].is_unique and all(frames.is_url_safe(s) for s in samples["sample_id"])
+    trials = trial_rows(run)
+    assert list(trials.columns) == list(harbor.TRIAL_COLUMNS)
+    assert list(trials["sample_id"]) == list(samples["sample_id"])
+    assert list(trials["locator"]) == list(samples["locator"])
+    by_locator, trial_by_locator = samples.set_index("locator"), trials.set_index("locator")
     for trial in dirs:
-        row, ref = by_locator.loc[str(trial)], ref_trial(trial)
-        assert row["sample_id"] == f"{trial.parent.name}/{trial.name}"
-        assert row["step"] == int(trial.parent.name.split("_")[1])
+        row, want_row = by_locator.loc[str(trial)], ref_sample(trial)
+        for key, want in want_row.items():
+            got = str(trial) if key == "locator" else _na(row[key])
+            if key == "duration_s" and want is not None:
+                assert got == pytest.approx(want, abs=1e-6), trial.name
+            else:
+                assert got == want, (trial.name, key, row[key], want)
+        row, ref = trial_by_locator.loc[str(trial)], ref_trial(trial)  # the details samples() has no column for
+        assert row["sample_id"] == want_row["sample_id"] and row["step"] == want_row["step"]
         for key, want in ref.items():
-            got = _na(row[key]) if key != "started" else (None if pd.isna(row[key]) else row[key])
+            got = _na(row[key])
             if key == "duration_s" and want is not None:
                 assert got == pytest.approx(want, abs=1e-6), trial.name
             else:
                 assert got == want, (trial.name, key, row[key], want)
     assert samples["ok"].eq(False).sum() == 3  # the env-start failures of the sample
-    assert (samples["exception_type"].dropna() == "EnvironmentStartTimeoutError").all()
+    assert list(samples["status"].value_counts().sort_index().items()) == [("completed", 39), ("error", 3)]
+    assert (trials["exception_type"].dropna() == "EnvironmentStartTimeoutError").all()
+    assert trials["exception_type"].notna().sum() == 3
+    failure = "EnvironmentStartTimeoutError: Environment failed to start within 600.0 seconds"
+    assert (samples["error"].dropna() == failure).all()
+    assert samples["error"].notna().sum() == 3
     for text in TRIALS.glob("step_*/*/exception.txt"):  # the fallback agrees with result.json
         info = json.loads((text.parent / "result.json").read_text())["exception_info"]
         assert harbor._exception_txt(str(text)) == (info["exception_type"], info["exception_message"])
@@ -309,7 +357,8 @@ def test_count_rule_without_log_markers(tmp_path):
 def test_validation_scores_and_pairing():
     run = rd.open_run(LOG)
     v = run.validation()
-    assert list(v.columns) == ["event", "step", "trainer_step", "source", "statistic", "value"]
+    assert list(v.columns) == ["event", "step", "source", "statistic", "value", "n", "core"]
+    assert frames.check(v, frames.VALIDATION) == []
     trials = v[v["source"] == "trials"].pivot(index="event", columns="statistic", values="value")
     assert list(dict.fromkeys(v["event"])) == ["step_0001", "step_0196"]  # paired first, unpaired last
     # independent: first copy per task, reward > 0, cohort = tasks in >= half the events
@@ -328,15 +377,25 @@ def test_validation_scores_and_pairing():
         assert trials.loc[n, "val_score"] == pytest.approx(solved / len(present))
         assert trials.loc[n, "coverage"] == pytest.approx(len(present) / len(cohort))
         assert trials.loc[n, "cohort_size"] == len(cohort) == 30
+        assert trials.loc[n, "solved"] == solved and trials.loc[n, "tasks"] == len(present)
+        assert trials.loc[n, "trials"] == len(list((TRIALS / n).iterdir()))
+        mine = v[(v["event"] == n) & (v["source"] == "trials")].set_index("statistic")
+        assert mine.loc["val_score", "n"] == len(present) and mine["n"].drop("val_score").isna().all()
+        assert list(mine.index[mine["core"]]) == ["val_score"]
     assert trials.loc["step_0196", "low_coverage"] == 1.0 and trials.loc["step_0001", "low_coverage"] == 0.0
     # the dump on disk agrees with the score the log printed at the paired trainer step
     log_score = ref_log_value(LOG, 0, "val-core/unknown/reward/mean@1")
     assert log_score == pytest.approx(0.1)
     assert trials.loc["step_0001", "val_score"] == pytest.approx(log_score)
-    logged = v[(v["source"] == "log") & (v["event"] == "step_0001")].set_index("statistic")["value"]
+    log_rows = v[(v["source"] == "log") & (v["event"] == "step_0001")].set_index("statistic")
+    logged = log_rows["value"]
     assert logged["val-core/unknown/reward/mean@1"] == pytest.approx(log_score)
     assert logged["rollouter/validate_time"] == pytest.approx(ref_log_value(LOG, 0, "rollouter/validate_time"))
-    assert v[v["event"] == "step_0196"]["trainer_step"].isna().all()
+    assert list(log_rows["core"]) == [s.startswith("val-core/") for s in log_rows.index]
+    assert log_rows["n"].isna().all()
+    assert set(v[v["source"] == "log"]["event"]) == {"step_0001"}
+    assert list(v[v["event"] == "step_0001"]["step"].unique()) == [ref_pairing(LOG)[0][1]] == [0]  # the trainer step
+    assert v[v["event"] == "step_0196"]["step"].isna().all()
     assert not (v[v["event"] == "step_0196"]["source"] == "log").any()
 
 
@@ -424,20 +483,34 @@ def test_bad_trials_are_rows_and_problems_never_crashes(work):
     run = rd.open_run(log_of(work))
     samples = run.samples()
     assert len(samples) == len(trial_dirs(exp)) == 43
+    assert frames.check(samples, frames.SAMPLES) == []
     rows = samples.set_index("locator")
+    trials = trial_rows(run).set_index("locator")  # the problem per trial, the exception's parts, cache tokens
+    assert list(trials.index) == list(rows.index)
     assert pd.isna(rows.loc[str(step2[0]), "ok"]) and rows.loc[str(step2[0]), "reward"] == ref_trial(step2[0])["reward"]
-    assert "no result.json" in rows.loc[str(step2[0]), "problem"]
-    assert "not valid JSON" in rows.loc[str(step2[1]), "problem"]
-    assert "not a JSON object" in rows.loc[str(step2[2]), "problem"]
+    assert pd.isna(rows.loc[str(step2[0]), "status"]) and pd.isna(rows.loc[str(step2[0]), "error"])
+    assert pd.isna(trials.loc[str(step2[0]), "ok"])
+    assert trials.loc[str(step2[0]), "reward"] == ref_trial(step2[0])["reward"]
+    assert "no result.json" in trials.loc[str(step2[0]), "problem"]
+    assert "not valid JSON" in trials.loc[str(step2[1]), "problem"]
+    assert "not a JSON object" in trials.loc[str(step2[2]), "problem"]
+    for bad in step2[:3]:
+        assert pd.isna(rows.loc[str(bad), "ok"]) and pd.isna(rows.loc[str(bad), "status"])
     assert rows.loc[str(step2[3]), "reward"] == ref_trial(step2[3])["reward"] is not None
-    assert "not a number" in rows.loc[str(step2[3]), "problem"]
-    assert "not a readable file" in rows.loc[str(step2[4]), "problem"]
+    assert "not a number" in trials.loc[str(step2[3]), "problem"]
+    assert "not a readable file" in trials.loc[str(step2[4]), "problem"]
     assert rows.loc[str(step2[5]), "reward"] == ref_trial(step2[5])["reward"] == 0.5
-    assert pd.isna(rows.loc[str(step2[5]), "problem"])
-    assert [rows.loc[str(step2[6]), k] for k in ("n_input_tokens", "n_output_tokens", "n_cache_tokens")] == [120, 12, 4]
+    assert pd.isna(trials.loc[str(step2[5]), "problem"])
+    tokens = ("n_input_tokens", "n_output_tokens", "n_cache_tokens")
+    assert [trials.loc[str(step2[6]), k] for k in tokens] == [120, 12, 4]
+    assert [rows.loc[str(step2[6]), k] for k in ("input_tokens", "output_tokens")] == [120, 12]
     assert rows.loc[str(nores), "ok"] == False  # noqa: E712
-    assert (rows.loc[str(nores), "exception_type"], rows.loc[str(nores), "exception"]) == (
+    assert trials.loc[str(nores), "ok"] == False  # noqa: E712
+    assert (trials.loc[str(nores), "exception_type"], trials.loc[str(nores), "exception"]) == (
         "AgentTimeoutError", "Agent timed out after 3600 s")
+    assert rows.loc[str(nores), "error"] == "AgentTimeoutError: Agent timed out after 3600 s"
+    assert rows.loc[str(nores), "status"] == "error" and rows.loc[str(nores), "sample_id"] == "2-t__t-1-0badc0de"
+    assert "no result.json" in trials.loc[str(nores), "problem"]
     problems = run.problems()
     by_what = {(p.path, p.what): p.count for p in problems}
     folder = str(exp / "step_0002")
@@ -445,9 +518,11 @@ def test_bad_trials_are_rows_and_problems_never_crashes(work):
     assert by_what[(folder, "trial dirs: result.json is not valid JSON")] == 1
     assert (str(exp / "step_0003"), "step folder holds no trial dirs") in by_what
     assert sum(p.count for p in problems if p.path == folder) == 6
-    run.validation()
+    assert frames.check(run.validation(), frames.VALIDATION) == []
     run.overview()
     run.metrics()
+    for sid in samples["sample_id"]:  # every trial, however broken, opens as an episode
+        assert run.episode(sid).sample_id == sid
 
 
 def test_all_trial_dirs_gone(work):
@@ -456,8 +531,10 @@ def test_all_trial_dirs_gone(work):
         fh.write(f"(AgentLoopWorker pid=1) {work}/harbor_trials/{PROJECT}/{EXP}/step_0002/x-12345678\n")
     run = rd.open_run(log_of(work))
     assert run.kind == "swe-lego-rl"  # the log names its trial dirs: still a Lego run
-    assert run.samples().empty and list(run.samples().columns) == list(swe_lego_rl.SAMPLE_COLUMNS)
-    assert run.validation().empty
+    assert run.samples().empty
+    assert list(run.samples().columns) == list(swe_lego_rl.SAMPLE_COLUMNS) == list(frames.SAMPLES)
+    assert frames.check(run.samples(), frames.SAMPLES) == []
+    assert run.validation().empty and frames.check(run.validation(), frames.VALIDATION) == []
     whats = " | ".join(p.what for p in run.problems())
     assert "not on disk" in whats and "no harbor trial dirs found" in whats
 
@@ -480,7 +557,7 @@ def test_refresh_reads_only_new_or_changed_trials(work, monkeypatch):
     again = run.samples()
     assert sorted(calls) == sorted([str(new), str(changed)])
     assert len(again) == len(first) + 1
-    assert again.set_index("locator").loc[str(changed), "n_output_tokens"] == 123456
+    assert again.set_index("locator").loc[str(changed), "output_tokens"] == 123456
     assert ("harbor-exp", os.path.realpath(exp_of(work))) in cache.shared
 
 
@@ -498,25 +575,92 @@ def test_names_from_the_notes():
     assert harbor.capability_of("django__django-16100") == "django__django"
     assert harbor.task_id_of("pytest-dev__pytest-14655-07b4c762") == "pytest-dev__pytest-14655"
     assert harbor.task_id_of("django__django-16100-00002a") == "django__django-16100"  # snapshot <idx:06x>
+    assert harbor.trial_sample_id(3, "a__a-1-aaaaaaaa") == "3-a__a-1-aaaaaaaa"
     assert [harbor.step_number(n) for n in ("step_0042", "step_10000", "step_x", "_dropped")] == [42, 10000, None, None]
     data = (b"x /a/b/harbor_trials/p/e-20260101-000000/step_0001/t-1 y '/c/harbor_trials/q/f/step_12' "
             b"/a/b/harbor_trials/p/e-20260101-000000/step_2")
     assert harbor.named_exp_dirs(data) == ["/a/b/harbor_trials/p/e-20260101-000000", "/c/harbor_trials/q/f"]
 
 
-SHARED = Path("/work/shared/samples/generated/lego/logs") / f"{EXP}.log"
-
-
-@pytest.mark.skipif(not SHARED.exists(), reason="the full generated sample is not on this machine")
 def test_full_sample_dumps_agree_with_the_logged_val_scores():
-    """Every paired dump of the full sample scores (first copy, pass@1) what the log printed."""
-    run = rd.open_run(SHARED)
+    """Every paired dump of the full sample scores (first copy, pass@1) what the log printed.
+
+    tests/data/lego-full holds the generated sample's log and its validation dumps (step_0001,
+    0066, 0131, 0196: result.json, verifier/reward.txt, exception.txt of every trial)."""
+    run = rd.open_run(FULL_LOG)
+    assert run.kind == "swe-lego-rl"
     v = run.validation()
-    pairs, starts = ref_pairing(SHARED)
+    assert frames.check(v, frames.VALIDATION) == []
+    pairs, starts = ref_pairing(FULL_LOG)
+    assert pairs == {1: 0, 66: 1, 131: 2} and starts == {1, 66, 131, 196}
     assert set(v["event"]) == {f"step_{n:04d}" for n in starts}
+    assert list(dict.fromkeys(v["event"])) == [f"step_{n:04d}" for n in sorted(pairs, key=pairs.get)] + [
+        f"step_{n:04d}" for n in sorted(starts - set(pairs))]  # by trainer step, unpaired last
     trials = v[v["source"] == "trials"]
     for folder, step in pairs.items():
         got = trials[(trials["event"] == f"step_{folder:04d}") & (trials["statistic"] == "val_score")]["value"]
-        assert list(got) == [pytest.approx(ref_log_value(SHARED, step, "val-core/unknown/reward/mean@1"))]
+        assert list(got) == [pytest.approx(ref_log_value(FULL_LOG, step, "val-core/unknown/reward/mean@1"))]
+        assert list(v[v["event"] == f"step_{folder:04d}"]["step"].unique()) == [step]
+    assert v[v["event"] == "step_0196"]["step"].isna().all()
     low = trials[trials["statistic"] == "low_coverage"].set_index("event")["value"]
     assert dict(low) == {f"step_{n:04d}": float(n not in pairs) for n in starts}
+
+
+# episode() ----------------------------------------------------------------------------------------
+def ref_messages(trajectory: dict) -> list[tuple]:
+    """ATIF steps as messages (swe-lego-rl.md section 3): system/user as they are, agent steps as
+    assistant messages with their tool calls, each observation result a tool message after its step."""
+    roles = {"system": "system", "user": "user", "agent": "assistant"}
+    out = []
+    for step in trajectory["steps"]:
+        calls = [(c["function_name"], c["arguments"], c["tool_call_id"]) for c in step.get("tool_calls") or []]
+        out.append((roles[step["source"]], step.get("message") or "", step.get("reasoning_content"), calls, None,
+                    (step.get("metrics") or {}).get("completion_tokens")))
+        for r in (step.get("observation") or {}).get("results") or []:
+            out.append(("tool", r["content"], None, [], r["source_call_id"], None))
+    return out
+
+
+def _messages(episode) -> list[tuple]:
+    return [(m.role, m.content, m.reasoning, [(c.name, json.loads(c.arguments), c.id) for c in m.tool_calls],
+             m.tool_call_id, m.tokens) for m in episode.messages]
+
+
+def test_episode_has_the_trajectory_messages_and_tool_calls_and_ids_are_url_safe():
+    run = rd.open_run(LOG)
+    samples = run.samples()
+    assert all(frames.is_url_safe(s) for s in samples["sample_id"])
+    assert not any("/" in s for s in samples["sample_id"])
+    [path] = list(TRIALS.glob("step_*/*/agent/trajectory.json"))
+    trial = path.parent.parent
+    sid = f"{int(trial.parent.name.split('_')[1])}-{trial.name}"
+    row = samples.set_index("sample_id").loc[sid]
+    assert row["locator"] == str(trial)
+    ep = run.episode(sid)
+    trajectory = json.loads(path.read_text())
+    result = json.loads((trial / "result.json").read_text())
+    ref = ref_trial(trial)
+    want = ref_messages(trajectory)
+    assert _messages(ep) == want
+    calls = [c for m in want for c in m[3]]
+    answers = [m for m in want if m[0] == "tool"]
+    assert len(calls) == 5 and len(answers) == 4 and {a[4] for a in answers} <= {c[2] for c in calls}
+    assert [m.role for m in ep.messages][:3] == ["system", "user", "assistant"]
+    assert ep.messages[2].tool_calls[0].name == "execute_bash" and ep.messages[2].reasoning
+    assert (ep.sample_id, ep.run_id, ep.split, ep.step) == (sid, run.run_id, row["split"], row["step"])
+    assert (ep.task_id, ep.env, ep.reward, ep.error) == (ref["task_id"], ref["capability"], ref["reward"], None)
+    assert ep.rewards == {k: float(v) for k, v in result["verifier_result"]["rewards"].items()}
+    phases = ("environment_setup", "agent_setup", "agent_execution", "verifier")
+    seconds = {p: (pd.Timestamp(result[p]["finished_at"]) - pd.Timestamp(result[p]["started_at"])).total_seconds()
+               for p in phases}
+    assert ep.timing == pytest.approx(seconds)
+    assert ep.ids["trial"] == trial.name and ep.ids["trial_dir"] == str(trial) and ep.ids["id"] == result["id"]
+    assert ep.raw["problems"] == []
+
+    failed = samples[samples["ok"].eq(False)].iloc[0]  # no transcript: no messages, the error, a note
+    ep = run.episode(failed["sample_id"])
+    assert ep.messages == [] and ep.error == failed["error"] and ep.error.startswith("EnvironmentStartTimeoutError: ")
+    assert any("trajectory.json" in p for p in ep.raw["problems"])
+    for bad in ("no-such-sample", f"step_0002/{trial.name}", f"1-{trial.name}", f"2-{trial.name}x", "2-", ""):
+        with pytest.raises(KeyError):
+            run.episode(bad)

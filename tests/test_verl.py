@@ -189,7 +189,8 @@ def test_config_model_and_run_card(logs):
     assert cards["dq_math"].eval_envs == ["openai/gsm8k", "DigitalLearningGmbH/MATH-lighteval"]
     assert [c.run_id for c in cards.values()] == [p.name.rsplit(".", 1)[0] for p in (DQ, EH, SFT)]
     lego = rd.open_run(logs / "lego" / "logs" / LEGO.name)
-    assert (lego.max_steps(), lego.model(), lego.experiment_name()) == (12, "Qwen3-8B", "qwen3-8b-swegym-gspo-async-r1")
+    ov = lego.overview()
+    assert (ov.max_steps, ov.model, ov.name) == (12, "Qwen3-8B", "qwen3-8b-swegym-gspo-async-r1")
     assert all(r.problems() == [] for r in runs.values())
 
 
@@ -210,9 +211,10 @@ def test_logs_are_found_one_level_deep_and_in_logs_folders(tmp_path):
                  ".hidden.log", "notes.txt", "logs/c.log", "logs/c_vllm.log", "deeper/d.log", "logs/x/e.log"):
         write(work / name, "step:1 - a:1.0\n")
     found = verl.find_runs(sorted(os.scandir(work), key=lambda e: e.name))
-    assert sorted(os.path.relpath(p, work) for p in found) == ["a.log", "b.out", "logs/c.log"]
+    assert sorted(os.path.relpath(p, work) for p in found) == ["a.log", "b.out"]  # the walk goes below
     frame = rd.discover([work])  # the tracked folder is a workdir with logs/, not a run itself
-    assert sorted(zip(frame["run_id"], frame["kind"])) == [("a", "verl"), ("b", "verl"), ("c", "verl")]
+    assert sorted(zip(frame["run_id"], frame["kind"])) == [("a", "verl"), ("b", "verl"), ("c", "verl"),
+                                                           ("d", "verl"), ("e", "verl")]
     assert detect(str(work / "a_vllm.log")) is None and detect(str(work / "b.out")) is verl.VerlRun
 
 
@@ -285,7 +287,9 @@ def test_steps_merge_and_resumes_open_attempts(tmp_path):
     got = tidy_map(run)
     assert got == ref_merged(ref_lines(path.read_bytes()))
     assert (got[(3, "a")], got[(1, "c")], got[(1, "b")], got[(2, "val/x")]) == (33.0, 1.0, 1.0, 0.2)
-    assert run.attempts() == [1, 2] and run.latest_attempt() == 2 and run.overview().attempts == 2
+    assert run.attempts() == [1, 2] and run.latest_attempt() == 2
+    # the summary sees the log's ends only: a launch appended mid-file is not in it
+    assert run.overview().attempts == 1
     wide = run.metrics_wide()
     assert list(wide["step"]) == [0, 1, 2, 3, 4] and list(wide["a"].fillna(-1)) == [-1, 1.0, 2.0, 33.0, 4.0]
 
@@ -318,11 +322,11 @@ def test_each_launch_of_an_appended_log_has_its_config(tmp_path):
     path = write(tmp_path / "tee.log", launch("first", range(1, 6)) + launch("second", range(4, 10)))
     run = rd.open_run(path)
     assert run.attempts() == [1, 2]
-    assert run.config()["trainer"]["experiment_name"] == "second" and run.model() == "org/second"
+    assert run.config()["trainer"]["experiment_name"] == "second"
     assert run.configs(attempt=1)["config (from log)"]["trainer"]["experiment_name"] == "first"
     assert run.configs(attempt=2) == run.configs() == {"config (from log)": run.config()}
-    ov = run.overview()
-    assert (ov.step, ov.max_steps, ov.attempts, ov.name) == (9, 9, 2, "second")
+    ov = run.overview()  # the log's ends: the first launch's config print, the last step
+    assert (ov.step, ov.max_steps, ov.attempts, ov.name, ov.model) == (9, 9, 1, "first", "org/first")
 
 
 # Incremental reading ------------------------------------------------------------------------------
@@ -426,4 +430,4 @@ def test_unreadable_and_cut_config_prints_are_problems(tmp_path):
     run = rd.open_run(ok)
     assert run.config() == {"actor_rollout_ref": {"model": {"path": "org/m"}},
                             "trainer": {"total_training_steps": 4, "lr": math.inf}}
-    assert (run.model(), run.overview().max_steps, run.problems()) == ("org/m", 4, [])
+    assert (run.overview().model, run.overview().max_steps, run.problems()) == ("org/m", 4, [])

@@ -276,12 +276,17 @@ class QuickTail:
 
 
 def first_step(data: bytes, lo: int = 0) -> int | None:
-    """The first `step:N - ` in `data[lo:]` not preceded by a word character or `/`."""
+    """The step of the first training metric line (`step:N - ` not preceded by a word character
+    or `/`, logging a key other than validation ones) in `data[lo:]`: an initial validation at
+    step 0 does not make a log 0-based."""
     while (m := _STEP_AT.search(data, lo)) is not None:
-        pos = m.start()
-        if pos == 0 or not (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/"):
+        pos, lo = m.start(), m.start() + 1
+        if pos and (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/"):
+            continue
+        end = data.find(b"\n", m.end())
+        keys = [seg.split(b":", 1)[0] for seg in data[m.end(): end if end >= 0 else len(data)].split(b" - ")]
+        if any(not k.startswith((b"val", b"test_score")) for k in keys):
             return int(m.group(1))
-        lo = pos + 1
     return None
 
 

@@ -14,6 +14,7 @@ shared LRU's per-insert bookkeeping the bottleneck: 16k trials took minutes.)
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -36,6 +37,7 @@ NAMED_EXP = re.compile(rb"(/[^\s\"'=()]*?/harbor_trials/[^\s\"'=()]+?/[^\s\"'=()
 SIBLING_WINDOW_S = 600
 RESULT, REWARD, EXCEPTION = "result.json", os.path.join("verifier", "reward.txt"), "exception.txt"
 MAX_JSON_BYTES = 64 << 20
+_URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]+")
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::(.*))?$")
 
 TRIAL_COLUMNS = ("sample_id", "step", "task_id", "capability", "reward", "ok", "exception_type", "exception",
@@ -56,7 +58,10 @@ def capability_of(task_id: str) -> str:
 
 
 def trial_sample_id(step: int, trial_name: str) -> str:
-    """`<step>-<trial dir name>`: short, URL-safe, the same on every restart."""
+    """`<step>-<trial dir name>`: short, URL-safe, the same on every restart (a name with
+    characters a URL would escape is replaced by its hash)."""
+    if not _URL_SAFE.fullmatch(trial_name):
+        trial_name = hashlib.sha1(trial_name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
     return f"{step}-{trial_name}"
 
 
@@ -238,21 +243,22 @@ def _exception_txt(path: str) -> tuple[str | None, str | None]:
     return m.group(1).rsplit(".", 1)[-1], (m.group(2) or "").strip()
 
 
-def _load_result(path: str, fid: FileId) -> tuple[dict | None, str | None]:
+def load_json_object(path: str, fid: FileId, name: str = RESULT) -> tuple[dict | None, str | None]:
+    """A JSON object file of a trial (result.json, agent/trajectory.json); problems say `name`."""
     if fid.size > MAX_JSON_BYTES:
-        return None, f"result.json larger than {MAX_JSON_BYTES >> 20} MiB: not read"
+        return None, f"{name} larger than {MAX_JSON_BYTES >> 20} MiB: not read"
     try:
         data = read_range(path, 0, fid.size)
     except OSError as e:
-        return None, f"result.json cannot be read ({e.strerror or e})"
+        return None, f"{name} cannot be read ({e.strerror or e})"
     if not data.strip():
-        return None, "result.json is empty (still being written?)"
+        return None, f"{name} is empty (still being written?)"
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return None, "result.json is not valid JSON"
+        return None, f"{name} is not valid JSON"
     if not isinstance(obj, dict):
-        return None, "result.json is not a JSON object"
+        return None, f"{name} is not a JSON object"
     return obj, None
 
 
@@ -279,7 +285,7 @@ def read_trial(trial_dir: str, step: int, sample_id: str) -> tuple:
         problem = "no result.json (trial still running, or it died)" if not os.path.lexists(result_path) \
             else "result.json is not a readable file"
     else:
-        result, problem = _load_result(result_path, fid)
+        result, problem = load_json_object(result_path, fid)
     reward, why = _reward_txt(os.path.join(trial_dir, REWARD))
     problem = problem or why
     if reward is None:  # spec 4: reward.txt first, then verifier_result.rewards.reward

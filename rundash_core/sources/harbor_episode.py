@@ -21,11 +21,12 @@ _ROLES = {"system": "system", "user": "user", "agent": "assistant"}
 _PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
 
 
-def _load(path: str) -> tuple[dict | None, str | None]:
+def _load(trial_dir: str, name: str) -> tuple[dict | None, str | None]:
+    path = os.path.join(trial_dir, name)
     fid = file_id(path)
     if fid is None:
         return None, None
-    return harbor._load_result(path, fid)
+    return harbor.load_json_object(path, fid, name)
 
 
 def _text(v) -> str:
@@ -58,8 +59,8 @@ def atif_messages(trajectory: dict) -> list[Message]:
 
 def trial_episode(trial_dir: str, row: dict, run_id: str) -> Episode:
     """The episode of one trial dir; `row` is its samples() row (ids, reward, error)."""
-    result, problem = _load(os.path.join(trial_dir, harbor.RESULT))
-    trajectory, tproblem = _load(os.path.join(trial_dir, TRAJECTORY))
+    result, problem = _load(trial_dir, harbor.RESULT)
+    trajectory, tproblem = _load(trial_dir, TRAJECTORY)
     rewards = dig(result, "verifier_result", "rewards")
     timing = {p: s for p in _PHASES if (s := _seconds(dig(result, p))) is not None}
     raw = {"problems": [p for p in (problem, tproblem) if p]}

@@ -213,7 +213,7 @@ class RelaxRun(Run):
         """The sample's row, read at its locator (one line, no rescan): prompt as the user message,
         response as the assistant's, the other fields in `raw`."""
         split, step, _index = (sample_id.split("-", 2) + ["", ""])[:3]
-        samples = self.samples(split, int(step)) if split in SPLITS and step.isdigit() else frames.empty(frames.SAMPLES)
+        samples = self.samples(split, int(step)) if split in SPLITS and step.isascii() and step.isdigit() else frames.empty(frames.SAMPLES)
         hit = samples[samples["sample_id"] == sample_id]
         if hit.empty:
             raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
@@ -239,15 +239,20 @@ class RelaxRun(Run):
     # Overview ------------------------------------------------------------------------------------
     def overview(self, now: float | None = None) -> Overview:
         """The run card from file names and mtimes (Relax rows carry no times): step = the highest
-        train rollout_id; started/updated = the first and last file written."""
+        train rollout_id; started/updated = the first and last file written; eval datasets from
+        the latest eval file (when small); the model a row names, from the first train file's
+        first line."""
         listing, _dupes = self.step_files()
         times = [t for _s, _n, p in listing if (t := mtime(p)) is not None]
         step = max((n for s, n, _p in listing if s == "train"), default=None)
         started, updated = (min(times), max(times)) if times else (None, None)
+        evals = [(n, p) for s, n, p in listing if s == "eval"]
+        trains = [p for s, _n, p in listing if s == "train"]
         return Overview(
             run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, step=step,
             created=utc(started if started is not None else mtime(self.result_dir)), started=utc(started),
-            updated=utc(updated), flavor="rl").at(now)
+            updated=utc(updated), model=_first_row_model(trains[0]) if trains else None,
+            eval_envs=_datasets(*evals[-1]) if evals else [], flavor="rl").at(now)
 
     def problems(self) -> list[Problem]:
         kept = self._refresh()
@@ -258,6 +263,31 @@ class RelaxRun(Run):
         for k in kept:
             out += [Problem(k.path, what, n, line or None) for what, n, line in k.problems]
         return out
+
+
+SUMMARY_READ_BYTES = 16 << 20  # the card reads an eval file's datasets only up to this size
+
+
+def _datasets(step: int, path: str) -> list[str]:
+    fid = file_id(path)
+    if fid is None or fid.size > SUMMARY_READ_BYTES:
+        return []
+    return read_step_file(path, fid, "eval", step).datasets
+
+
+def _first_row_model(path: str) -> str | None:
+    """The `model` field of a file's first row (one bounded read, cached by the file's identity)."""
+    fid = file_id(path)
+    if fid is None:
+        return None
+
+    def read() -> str:  # "" when there is none: that is kept too
+        try:
+            model = orjson.loads(read_range(path, 0, 1 << 20).split(b"\n", 1)[0]).get("model")
+        except (OSError, orjson.JSONDecodeError, AttributeError):
+            return ""
+        return model if isinstance(model, str) else ""
+    return cache.shared.current(("relax-model", os.path.realpath(path)), fid, read, size=lambda _v: 512) or None
 
 
 def _text(value) -> str:

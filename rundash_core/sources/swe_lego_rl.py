@@ -251,7 +251,7 @@ class SweLegoRLRun(VerlRun):
     def episode(self, sample_id: str) -> frames.Episode:
         """The trial's result and its agent transcript (ATIF), read from its trial dir."""
         step = sample_id.split("-", 1)[0]
-        samples = self.samples(step=int(step)) if step.isdigit() else frames.empty(frames.SAMPLES)
+        samples = self.samples(step=int(step)) if step.isascii() and step.isdigit() else frames.empty(frames.SAMPLES)
         hit = samples[samples["sample_id"] == sample_id]
         if hit.empty:
             raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
