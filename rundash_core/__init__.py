@@ -4,10 +4,14 @@
     runs = rd.discover(["outputs/"])
     run = rd.open_run(runs.path[0])
     run.metrics()          # tidy: step, time, metric, value, producer
+    run.samples()          # one row per sample; run.episode(sample_id) -> rd.Episode
 """
+from . import frames
 from .discover import discover, list_runs
-from .run import KINDS, Overview, Problem, Run, RunError
+from .frames import Episode, Message, ToolCall
+from .run import CAPABILITIES, KINDS, Overview, Problem, Run, RunError
 from .sources import open_run
 
-__all__ = ["discover", "list_runs", "open_run", "Run", "Overview", "Problem", "RunError", "KINDS"]
+__all__ = ["discover", "list_runs", "open_run", "Run", "Overview", "Problem", "RunError", "KINDS", "CAPABILITIES",
+           "Episode", "Message", "ToolCall", "frames"]
 __version__ = "0.1.0"

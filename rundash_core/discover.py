@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from . import cache, sources
-from .io.files import seed_file_id, stat_memo
+from .io.files import file_id, seed_file_id, stat_memo
 from .run import Overview, Run, RunError, derive_status, path_run_id
 from .sources.verl_summary import stem
 
@@ -74,9 +74,10 @@ def walk(dirs: list[str], depth: int) -> Walk:
     out, seen = Walk(), set()
 
     def add(path: str, cls: type[Run]) -> None:
+        fp = file_id(path)  # a log: the listing's stat
         try:
-            st = os.stat(path)
-            ident = (st.st_dev, st.st_ino)
+            st = fp or os.stat(path)
+            ident = (fp.dev, fp.ino) if fp else (st.st_dev, st.st_ino)
         except OSError:
             ident = os.path.realpath(path)
         if ident not in seen:
@@ -151,21 +152,30 @@ def scan(dirs, *, depth: int | None = None, now: float | None = None) -> tuple[p
     depth = default_depth() if depth is None else depth
     now = time.time() if now is None else now
     key = ("discover-frame", tuple(dirs), depth)
+    last = cache.shared.peek(key)
+    if last is not None and _unchanged(last[0]):
+        return _again(last, now), []
     with stat_memo():
         w = walk(dirs, depth)
-        signature = (tuple(w.signature), tuple(w.errors))
-        last = cache.shared.peek(key)
-        if last is not None and last[0] == signature:
-            return _again(last, now), list(w.errors)
         ids = run_ids([p for p, _cls in w.runs])
         rows = [_row(cls, path, run_id, now) for (path, cls), run_id in zip(w.runs, ids)]
     rows.sort(key=lambda r: -(r[0].updated.timestamp() if r[0].updated is not None else 0.0))
     frame = _frame([r[1] for r in rows])
     cache.shared.discard(key)
-    if all(os.path.isfile(r[0].path) for r in rows):  # a folder run's files are not in the signature
-        facts = [_facts(r[0]) for r in rows]
+    # Kept when every run is a file of the listed folders (a folder run's own files are not listed)
+    # and every tracked dir could be read: then a warm call re-lists those folders and nothing else.
+    if not w.errors and all(os.path.isfile(r[0].path) for r in rows):
+        signature, facts = tuple(w.signature), [_facts(r[0]) for r in rows]
         cache.shared.get_or_create(key, lambda: (signature, frame, facts), size=_entry_size(frame, signature))
     return frame.copy(), list(w.errors)
+
+
+def _unchanged(signature: tuple) -> bool:
+    """Every folder of the last walk lists the same entries with the same sizes and mtimes."""
+    try:
+        return all(_listing(folder)[1] == sig for folder, sig in signature)
+    except OSError:
+        return False
 
 
 def discover(dirs, *, depth: int | None = None, now: float | None = None) -> pd.DataFrame:
@@ -204,7 +214,7 @@ def _again(last: tuple, now: float) -> pd.DataFrame:
 
 
 def _entry_size(frame: pd.DataFrame, signature: tuple) -> int:
-    return int(frame.memory_usage(index=True, deep=True).sum()) + 200 * sum(len(s) for _f, s in signature[0])
+    return int(frame.memory_usage(index=True, deep=True).sum()) + 200 * sum(len(s) for _f, s in signature)
 
 
 def _frame(rows: list[tuple]) -> pd.DataFrame:
@@ -216,8 +226,9 @@ def _frame(rows: list[tuple]) -> pd.DataFrame:
         values = list(values)
         if col in ("step", "max_steps"):
             data[col] = pd.array(values, dtype="Int64")
-        elif col in ("created", "updated"):
-            data[col] = pd.to_datetime(pd.Series(values, dtype=object), utc=True)
+        elif col in ("created", "updated"):  # through int64 ns: a column of Timestamps converts slowly
+            ns = np.array([v.value if v is not None else np.iinfo("int64").min for v in values], dtype="int64")
+            data[col] = pd.Series(ns.view("datetime64[ns]")).dt.tz_localize("UTC")
         elif col == "attempts":
             data[col] = np.array(values, dtype="int64")
         elif col in ("train_envs", "eval_envs", "error"):

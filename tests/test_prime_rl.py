@@ -505,3 +505,32 @@ def test_a_workdir_whose_logs_hold_other_logs_is_not_a_prime_rl_run(tmp_path):
         (run / "logs").mkdir(parents=True)
         (run / "logs" / marker).mkdir() if marker != "trainer.log" else (run / "logs" / marker).write_text("")
         assert rd.open_run(run).kind == "prime-rl"
+
+
+def test_a_warm_overview_makes_at_most_20_filesystem_calls(tmp_path, monkeypatch):
+    """The live run card calls `overview()` every second in every session: once the summary is
+    cached, it only re-checks the files it depends on."""
+    import builtins
+
+    from conftest import NEW_RUN, copy_run
+
+    run = rd.open_run(copy_run(NEW_RUN, tmp_path))
+    first = run.overview()
+    calls = []
+
+    def counted(name, real):
+        def call(*a, **k):
+            calls.append((name, a[0] if a else None))
+            return real(*a, **k)
+        return call
+
+    for name in ("stat", "lstat", "listdir", "scandir", "open", "readlink", "access"):
+        monkeypatch.setattr(os, name, counted(name, getattr(os, name)))
+    monkeypatch.setattr(builtins, "open", counted("open", builtins.open))
+    again = run.overview()  # the app keeps one Run object per run (streamlit_cache.get_run)
+    monkeypatch.undo()
+    assert again == first
+    assert len(calls) <= 20, "\n".join(f"{n} {os.path.relpath(str(p), run.path)}" for n, p in calls)
+    with open(os.path.join(run.path, "monitors/file/metrics.jsonl"), "a") as fh:  # the run moves on
+        fh.write('{"step": 50, "time": 1.9e9, "loss/mean": 0.1, "producer": "trainer"}\n')
+    assert run.overview().step == 50

@@ -90,7 +90,11 @@ class PrimeRLRun(Run):
 
     def _config_root(self, attempt: int | None) -> str:
         """The folder holding command.txt / *.toml / resolved/ for an attempt, newest layout first."""
-        attempt = attempt or self.latest_attempt()
+        if attempt is None:  # the latest: `_latest_attempt` found its folder
+            latest = _latest_attempt(self._p("configs"))
+            if latest is not None:
+                return self._p("configs", f"attempt_{latest}")
+            attempt = _latest_attempt(self._p("logs"))
         if attempt is not None and os.path.isdir(self._p("configs", f"attempt_{attempt}")):
             return self._p("configs", f"attempt_{attempt}")
         return self._p("configs")
@@ -218,7 +222,7 @@ class PrimeRLRun(Run):
         """The run card and runs-list row: the metrics file's ends, the resolved configs and file
         times, cached until one of `_inputs()` changes; the status as of `now`."""
         inputs = self._inputs()
-        key = ("prime-rl-summary", os.path.realpath(self.path), self.run_id)
+        key = ("prime-rl-summary", self.real_path, self.run_id)
         return cache.shared.current(key, inputs, lambda: self._summary(inputs)).at(now)
 
     def _summary(self, inputs: tuple) -> Overview:

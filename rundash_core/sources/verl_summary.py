@@ -126,13 +126,13 @@ def digest_size(d: Digest) -> int:
 
 
 def log_digest(path: str) -> Digest | None:
-    """The digest of a log as it is now, cached by (dev, ino, size, mtime_ns): an unchanged log
-    costs one stat. None when the path is not a readable regular file."""
+    """The digest of a log as it is now, kept per file (dev, ino: whatever path reaches it) and
+    re-read when its size or mtime changed: an unchanged log costs one stat. None when the path is
+    not a readable regular file."""
     fp = file_id(path)
     if fp is None:
         return None
-    return cache.shared.current(("verl-digest", os.path.realpath(path)), fp, lambda: read_digest(path),
-                                size=digest_size)
+    return cache.shared.current(("verl-digest", fp.dev, fp.ino), fp, lambda: read_digest(path), size=digest_size)
 
 
 def read_digest(path: str) -> Digest | None:
@@ -190,8 +190,7 @@ def _digest(ends: LogEnds) -> Digest:
         if total is None and (pos < 0 or qh.flavor == "sft"):
             m = head_search(ends, SFT_STEPS, b"Number of steps/epoch", window)
             total = int(m.group(1)) if m else None
-    head = ends.read_head(ends.head_len)
-    return Digest(named, qh, qt, _stamp_seconds(stamp), logger, first_step(head, max(pos, 0)), total,
+    return Digest(named, qh, qt, _stamp_seconds(stamp), logger, first_step(ends._head, max(qh.end, pos, 0)), total,
                   next((name for p in qh.models if (name := model_name(p)) is not None), None),
                   tuple(val_sources(qt.keys)))
 
