@@ -7,7 +7,7 @@ import os
 import re
 
 from rundash_core.bench import discovery as bench
-from rundash_core.bench.__main__ import build_parser, main
+from rundash_core.bench.__main__ import main
 
 
 def test_generated_logs_and_contenders(tmp_path):
@@ -57,8 +57,3 @@ def test_report_has_every_row(tmp_path, capsys):
     saved = json.loads(out_json.read_text())
     assert saved["results"]["cold"]["rows"] == saved["results"]["warm"]["rows"] == saved["results"]["ends"]["rows"] == 20
     assert saved["results"]["warm"]["same_as_cold"] and saved["checks"]["verify_ok"]
-
-
-def test_cli_defaults():
-    args = build_parser().parse_args(["discovery"])
-    assert (args.logs, args.mb, args.repeat, args.in_process) == (600, 1.0, 3, False)

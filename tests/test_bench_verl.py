@@ -11,7 +11,7 @@ import pytest
 
 from conftest import DATA
 from rundash_core.bench import verl as bench
-from rundash_core.bench.__main__ import build_parser, main
+from rundash_core.bench.__main__ import main
 from rundash_core.io.verl_log import VerlLogTail
 
 SAMPLES = DATA / "verl"
@@ -121,8 +121,3 @@ def test_samples_are_found_relative_to_the_repository(monkeypatch, tmp_path):
     assert bench.sample_dir() == tmp_path
     source = (Path(bench.__file__).parent).glob("*.py")
     assert not [p.name for p in source if "/work/" in p.read_text()]  # no absolute paths in the benches
-
-
-def test_cli_defaults():
-    args = build_parser().parse_args(["verl"])
-    assert (args.mb, args.repeat, args.in_process) == (100.0, 3, False)

@@ -4,7 +4,6 @@ plus problems. A new source must pass these (they run over every run `rd.discove
 demo, in `tests/data` and, when present, in `../shared/samples`)."""
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 

@@ -49,11 +49,6 @@ class LogEnds:
             self._tail = os.pread(fd, FIRST_BYTES, self.tail_start)
         self.head_len = len(self._head)
 
-    def head(self, n: int) -> bytes:
-        """The head buffer with at least `min(n, size)` bytes seen (`head_len`) and read."""
-        self.see(n)
-        return self.read_head(self.head_len)
-
     def see(self, n: int) -> None:
         """Let the searches see the first `min(n, size)` bytes (at least), not reading them yet."""
         self.head_len = max(self.head_len, min(n, self.size))

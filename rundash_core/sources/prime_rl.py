@@ -12,7 +12,7 @@ import stat
 
 from .. import cache
 from ..io.configs import dig, load_config_file
-from ..io.files import file_id, mtime, read_range, read_tail
+from ..io.files import mtime, read_range, read_tail
 from ..metricstore import MetricStore, empty_tidy, shared_store
 from ..run import Overview, Problem, Run, utc
 

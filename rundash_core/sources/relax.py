@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,8 +96,6 @@ class _Kept:
     step: int
     metrics: dict[str, float]
     problems: list[tuple[str, int, int]]
-    datasets: list[str]
-    model: str | None
     failed: bool  # could not be read: try again next time
 
 
@@ -159,7 +156,7 @@ class RelaxRun(Run):
                     cache.shared.discard(("relax", os.path.realpath(path), old.fid, old.split, old.step))
                 f = read_step_file(path, fid, split, step)
                 failed = any(what.startswith(UNREADABLE) for what, _n, _l in f.problems)
-                kept[path] = _Kept(path, fid, split, step, f.metrics, f.problems, f.datasets, f.model, failed)
+                kept[path] = _Kept(path, fid, split, step, f.metrics, f.problems, failed)
             self._listing_problems = skipped
             added = [k for p, k in kept.items() if p not in self._kept]
             if self._log is None or len(kept) - len(added) != len(self._kept) or any(

@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass
 
 from .. import cache
-from ..io.configs import dig  # noqa: F401 (re-exported for callers digging configs)
 from ..io.files import file_id, read_range
 from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
                             first_step, head_search, quick_head, quick_tail, stamp_in)
