@@ -4,15 +4,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import sysconfig
 from pathlib import Path
 
 
 def app_path() -> Path:
-    """app.py of this checkout (rundash is installed from its source tree: `pip install -e .`)."""
-    path = Path(__file__).resolve().parent.parent / "app.py"
-    if not path.exists():
-        raise SystemExit(f"rundash: cannot find app.py next to the rundash_core package ({path})")
-    return path
+    """The dashboard's app.py: next to the package in a checkout (`pip install -e .`), else in
+    <prefix>/share/rundash where a wheel install puts it (pyproject's data-files)."""
+    user = sysconfig.get_path("data", sysconfig.get_preferred_scheme("user"))  # pip install --user
+    candidates = [Path(__file__).resolve().parent.parent / "app.py"]
+    for data in (sysconfig.get_path("data"), sys.prefix, user):
+        candidates.append(Path(data) / "share" / "rundash" / "app.py")
+    for path in candidates:
+        if path.is_file() and (path.parent / "pages" / "_ui.py").is_file():  # not some other app.py
+            return path
+    raise SystemExit("rundash: cannot find app.py; looked in:\n  " + "\n  ".join(map(str, candidates)))
 
 
 def main(argv: list[str] | None = None) -> int:
