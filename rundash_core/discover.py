@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import cache, sources
 from .io.files import file_id, seed_file_id, stat_memo
-from .run import Overview, Run, RunError, derive_status, path_run_id
+from .run import Overview, Run, RunError, path_run_id
 from .sources.verl_summary import stem
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated",
@@ -159,14 +159,14 @@ def scan(dirs, *, depth: int | None = None, now: float | None = None) -> tuple[p
         w = walk(dirs, depth)
         ids = run_ids([p for p, _cls in w.runs])
         rows = [_row(cls, path, run_id, now) for (path, cls), run_id in zip(w.runs, ids)]
-    rows.sort(key=lambda r: -(r[0].updated.timestamp() if r[0].updated is not None else 0.0))
+    rows.sort(key=lambda r: -max((t.timestamp() for t in (r[0].updated, r[0].touched) if t is not None), default=0.0))
     frame = _frame([r[1] for r in rows])
     cache.shared.discard(key)
     # Kept when every run is a file of the listed folders (a folder run's own files are not listed)
     # and every tracked dir could be read: then a warm call re-lists those folders and nothing else.
     if not w.errors and all(os.path.isfile(r[0].path) for r in rows):
-        signature, facts = tuple(w.signature), [_facts(r[0]) for r in rows]
-        cache.shared.get_or_create(key, lambda: (signature, frame, facts), size=_entry_size(frame, signature))
+        signature, overviews = tuple(w.signature), [r[0] for r in rows]
+        cache.shared.get_or_create(key, lambda: (signature, frame, overviews), size=_entry_size(frame, signature) + 1000 * len(overviews))
     return frame.copy(), list(w.errors)
 
 
@@ -198,15 +198,9 @@ def _row(cls: type[Run], path: str, run_id: str, now: float) -> tuple[Overview, 
                 ov.model, ov.attempts, ov.flavor, list(ov.train_envs), list(ov.eval_envs), error)
 
 
-def _facts(ov: Overview) -> tuple:
-    """What the status is derived from, for `_again`."""
-    done = ov.steps_done if ov.steps_done is not None else ov.step
-    return ov.finished, ov.updated.timestamp() if ov.updated is not None else None, done, ov.max_steps
-
-
 def _again(last: tuple, now: float) -> pd.DataFrame:
-    _sig, frame, facts = last
-    status = [derive_status(finished=f, updated=u, step=s, max_steps=m, now=now) for f, u, s, m in facts]
+    _sig, frame, overviews = last
+    status = [ov.at(now).status for ov in overviews]
     frame = frame.copy()
     if list(frame["status"]) != status:
         frame["status"] = status

@@ -27,6 +27,7 @@ from .frames import Episode
 KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
 STATUSES = ("running", "completed", "stopped", "unknown")
 RUNNING_WINDOW_S = 180.0
+STALE_DATA_S = 86400.0  # data this old is not a live run, however fresh its files (a copy)
 CAPABILITIES = ("metrics", "config", "attempts", "samples", "episodes", "validation", "logs", "tokens")
 
 
@@ -51,18 +52,22 @@ class Problem:
 
 @dataclass
 class Overview:
-    """The run's one summary: the run card and its row in the runs list are both this."""
+    """The run's one summary: the run card and its row in the runs list are both this.
+
+    Times come from the data (first and last logged time), never from file times, so a copied run
+    reads the same; only `touched` (the newest file time) is a file time: it says whether the run
+    is still being written (status "running")."""
 
     run_id: str
     name: str
     kind: str
     path: str
     status: str = "unknown"
-    step: int | None = None
+    step: int | None = None  # steps done: the last step logged, plus one when steps count from 0
     max_steps: int | None = None
-    created: pd.Timestamp | None = None
+    created: pd.Timestamp | None = None  # the first logged time
     started: pd.Timestamp | None = None
-    updated: pd.Timestamp | None = None
+    updated: pd.Timestamp | None = None  # the last logged time
     duration_s: float | None = None
     model: str | None = None
     attempts: int = 1
@@ -70,7 +75,8 @@ class Overview:
     eval_envs: list[str] = field(default_factory=list)
     flavor: str = "rl"
     finished: bool = False  # the run said it is done (a final print, every chunk sealed)
-    steps_done: int | None = None  # updates done (step + 1 for 0-based logs): what max_steps counts
+    last_step: int | None = None  # the last step number logged
+    touched: pd.Timestamp | None = None  # the newest file time of the run
 
     @property
     def progress(self) -> str:
@@ -83,17 +89,23 @@ class Overview:
 
     def at(self, now: float | None = None) -> "Overview":
         """This summary with its status and duration as of `now` (a cached summary turns from
-        running to stopped without a re-read)."""
+        running to stopped without a re-read). Running: a file was written within the last few
+        minutes and the data's last time (when it has one) is not days old (a fresh copy of an old
+        run is not running); its duration then ticks to `now`."""
         now = time.time() if now is None else now
-        updated = self.updated.timestamp() if self.updated is not None else None
-        done = self.steps_done if self.steps_done is not None else self.step
-        status = derive_status(finished=self.finished, updated=updated, step=done, max_steps=self.max_steps, now=now)
-        started = self.started.timestamp() if self.started is not None else None
-        end = now if status == "running" else updated
+        touched, updated, started = (_seconds(self.touched), _seconds(self.updated), _seconds(self.started))
+        stale = updated is not None and now - updated > STALE_DATA_S
+        status = derive_status(finished=self.finished, updated=touched, step=self.step, max_steps=self.max_steps,
+                               now=now, stale=stale)
+        end = now if status == "running" and updated is not None else updated
         out = copy.copy(self)  # (dataclasses.replace costs more than the rest of a cached summary)
         out.status = status
         out.duration_s = end - started if end is not None and started is not None and end >= started else None
         return out
+
+
+def _seconds(ts: pd.Timestamp | None) -> float | None:
+    return ts.timestamp() if ts is not None else None
 
 
 def utc(ts: float | None) -> pd.Timestamp | None:
@@ -107,12 +119,13 @@ def utc(ts: float | None) -> pd.Timestamp | None:
 
 
 def derive_status(*, finished: bool, updated: float | None, step: int | None, max_steps: int | None,
-                  now: float | None = None) -> str:
-    """The running/completed/stopped rule shared by all sources (prime-rl spec 7.2)."""
+                  now: float | None = None, stale: bool = False) -> str:
+    """The running/completed/stopped rule shared by all sources (prime-rl spec 7.2): `updated` is
+    the newest file time; `stale`: the data itself is old (a fresh copy), so not running."""
     now = time.time() if now is None else now
     if finished:
         return "completed"
-    if updated is not None and now - updated < RUNNING_WINDOW_S:
+    if updated is not None and now - updated < RUNNING_WINDOW_S and not stale:
         return "running"
     if step is not None and max_steps is not None and step >= max_steps:
         return "completed"

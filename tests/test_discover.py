@@ -1,6 +1,7 @@
 """rd.discover: one row per run across tracked directories."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -26,8 +27,8 @@ def test_several_dirs_both_samples(tmp_path):
     assert set(by.index) == {NEW_NAME, OLD_NAME}
     assert by.at[NEW_NAME, "path"] == str(a) and by.at[OLD_NAME, "path"] == str(b)
     assert (by["kind"] == "prime-rl").all()
-    assert by.at[NEW_NAME, "step"] == reference_file(a / NEW_METRICS).max_step()
-    assert by.at[OLD_NAME, "step"] == reference_file(b / OLD_METRICS).max_step()
+    assert by.at[NEW_NAME, "step"] == reference_file(a / NEW_METRICS).max_step() + 1  # steps done, from 0
+    assert by.at[OLD_NAME, "step"] == reference_file(b / OLD_METRICS).max_step() + 1
     assert (by.at[NEW_NAME, "max_steps"], by.at[OLD_NAME, "max_steps"]) == (10, 3)
     assert (by.at[NEW_NAME, "model"], by.at[OLD_NAME, "model"]) == ("Qwen/Qwen3-4B", "Qwen/Qwen3-0.6B")
     assert (by.at[NEW_NAME, "attempts"], by.at[OLD_NAME, "attempts"]) == (2, 1)
@@ -39,7 +40,7 @@ def test_several_dirs_both_samples(tmp_path):
 def test_discover_agrees_with_open_run_overview(tmp_path):
     a = copy_run(NEW_RUN, tmp_path / "a")
     b = copy_run(OLD_RUN, tmp_path / "a")
-    t = 1_800_000_000.0
+    t = 1_790_300_000.0  # the new run's data ends just before: a live run
     set_all_mtimes(a, t)
     set_all_mtimes(b, t - 100_000)
     now = t + 60
@@ -54,14 +55,15 @@ def test_discover_agrees_with_open_run_overview(tmp_path):
     assert df.at[OLD_NAME, "status"] == "completed"  # steps 0..2 of max_steps 3: all done
 
 
-def test_timestamps_are_utc(tmp_path):
+def test_timestamps_are_utc_and_from_the_data(tmp_path):
     run = copy_run(NEW_RUN, tmp_path / "a")
     set_all_mtimes(run, 1_800_000_000.5)
     df = rd.discover(tmp_path / "a")
     for col in ("created", "updated"):
         assert isinstance(df.dtypes[col], pd.DatetimeTZDtype) and str(df.dtypes[col].tz) == "UTC"
-    assert df.at[0, "updated"] == pd.Timestamp(1_800_000_000.5, unit="s", tz="UTC")
-    assert df.at[0, "created"] == pd.Timestamp(1_800_000_000.5, unit="s", tz="UTC")
+    times = [r["time"] for r in map(json.loads, (run / NEW_METRICS).read_text().splitlines()) if "time" in r]
+    assert df.at[0, "updated"] == pd.Timestamp(max(times), unit="s", tz="UTC")  # not the files' 2027
+    assert df.at[0, "created"] == pd.Timestamp(reference_file(run / NEW_METRICS).first_row_time, unit="s", tz="UTC")
 
 
 def test_dir_that_is_itself_a_run(tmp_path):
@@ -162,10 +164,10 @@ def test_no_runs_gives_empty_frame_with_columns(tmp_path):
 def test_status_rule_in_discover(tmp_path):
     root = tmp_path / "out"
     done = make_rl_run(root, "a--m--00000001", max_steps=3,
-                       rows=[{"step": s, "time": 10.0 + s, "perf/mfu": 1.0, "producer": "trainer"} for s in range(4)])
+                       rows=[{"step": s, "time": 1.8e9 + s, "perf/mfu": 1.0, "producer": "trainer"} for s in range(4)])
     partial = make_rl_run(root, "b--m--00000002", max_steps=3,
-                          rows=[{"step": s, "time": 10.0 + s, "perf/mfu": 1.0, "producer": "trainer"} for s in range(2)])
-    t = 1_800_000_000.0
+                          rows=[{"step": s, "time": 1.8e9 + s, "perf/mfu": 1.0, "producer": "trainer"} for s in range(2)])
+    t = 1_800_000_010.0
     set_all_mtimes(done, t)
     set_all_mtimes(partial, t)
     by = rd.discover([root], now=t + 30).set_index("name")["status"]
@@ -181,7 +183,7 @@ def test_discover_step_after_resume_in_tail(tmp_path):
     rows += [{"step": s, "time": 100.0 + s, "perf/mfu": 2.0, "producer": "trainer"} for s in range(5, 7)]
     run = make_rl_run(root, "a--m--00000003", rows=rows)
     df = rd.discover([root])
-    assert df.at[0, "step"] == rd.open_run(run).overview().step == 7
+    assert df.at[0, "step"] == rd.open_run(run).overview().step == 8  # steps 0..7 done
 
 
 def test_odd_entries_in_a_tracked_dir(tmp_path):
@@ -240,13 +242,15 @@ def test_appended_log_is_read_again(tmp_path):
     os.utime(path, (t + 100, t + 100))
     after = rd.discover([tmp_path / "out"], now=t + 7200).iloc[0]
     assert (before["step"], after["step"]) == (210, 211)
-    assert after["updated"] == pd.Timestamp(t + 100, unit="s", tz="UTC") != before["updated"]
+    assert after["updated"] == before["updated"]  # the log's last stamp: the new line printed none
 
 
 def test_status_turns_stopped_with_now_without_reading(tmp_path, monkeypatch):
     (path,) = _logs(tmp_path / "out", 1)
-    path.write_bytes(VERL_LOG.read_bytes().split(b"Final validation metrics")[0].rsplit(b"\n", 3)[0] + b"\n")
-    t = 1_800_000_000.0
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S").encode()  # a live log prints current times
+    path.write_bytes(VERL_LOG.read_bytes().split(b"Final validation metrics")[0].rsplit(b"\n", 3)[0] + b"\n"
+                     + b"(TaskRunner pid=1) " + stamp + b" INFO saving checkpoint\n")
+    t = time.time()
     os.utime(path, (t, t))
     assert rd.discover([tmp_path / "out"], now=t + 30).at[0, "status"] == "running"
     _no_reads(monkeypatch)
@@ -280,7 +284,7 @@ def test_discover_row_matches_full_parse_on_sample_logs(tmp_path, folder):
         ov = run.overview(now=now)
         got = tuple(None if pd.isna(v) else v for v in (row["model"], row["max_steps"], row["step"], row["status"]))
         assert got == (ov.model, ov.max_steps, ov.step, ov.status), path  # the run card is the row
-        assert row["model"] is not None and row["step"] == run.store().tail.last_step  # = the full parse
+        assert row["model"] is not None and ov.last_step == run.store().tail.last_step  # = the full parse
 
 
 def test_warm_discover_reuses_rows_until_an_entry_changes(tmp_path, monkeypatch):
@@ -294,8 +298,9 @@ def test_warm_discover_reuses_rows_until_an_entry_changes(tmp_path, monkeypatch)
     monkeypatch.setattr(disc, "_row", lambda *a: calls.append(a) or real(*a))  # a row summarised again
     again = rd.discover([tmp_path], now=2e9)
     assert calls == [] and again.equals(first)
-    os.utime(tmp_path / "a.log", (1e9, 1e9))
-    assert rd.discover([tmp_path], now=2e9).at[0, "updated"].timestamp() == 1e9 and len(calls) == 1
+    with open(tmp_path / "a.log", "ab") as fh:
+        fh.write(b"step:59 - train/loss:0.01\n")
+    assert rd.discover([tmp_path], now=2e9).at[0, "step"] == 60 and len(calls) == 1  # re-read: 0..59 done
 
 
 def test_quick_head_searches_the_config_print_and_falls_back():

@@ -128,7 +128,7 @@ def test_refresh_parses_only_appended_bytes_and_matches_whole_file(new_run, pars
     store = rd.open_run(new_run).store()
     assert store.tail.offset == size0 + len(added)
     assert_tidy_matches(frame, reference_file(path))
-    assert rd.open_run(new_run).overview().step == 9
+    assert rd.open_run(new_run).overview().last_step == 9
 
 
 def test_refresh_after_appending_to_existing_step_merges(new_run, parsed):
@@ -184,7 +184,7 @@ def test_replaced_metrics_file_is_reread(new_run, tmp_path):
     os.replace(smaller, path)
     frame = run.metrics()
     assert_tidy_matches(frame, reference_file(path))
-    assert run.overview().step == reference_file(path).max_step()
+    assert run.overview().last_step == reference_file(path).max_step()
 
 
 def test_rewritten_in_place_by_a_new_writer_longer_than_before(new_run):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
+import time
 import shutil
 
 import numpy as np
@@ -10,7 +12,7 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from conftest import (NEW_METRICS, NEW_NAME, NEW_RUN, OLD_METRICS, OLD_NAME, OLD_RUN, assert_tidy_matches,
+from conftest import (copy_run, NEW_METRICS, NEW_NAME, NEW_RUN, OLD_METRICS, OLD_NAME, OLD_RUN, assert_tidy_matches,
                       make_rl_run, reference_file, set_all_mtimes, write_lines)
 
 
@@ -154,22 +156,28 @@ def test_metrics_returns_independent_frames(new_run):
 
 
 # Overview -----------------------------------------------------------------------------------------
+def _last_time(path) -> float:
+    return max(r["time"] for r in map(json.loads, Path(path).read_text().splitlines()) if isinstance(r.get("time"), float))
+
+
 def test_overview_new_sample_fields(new_run):
     ref = reference_file(new_run / NEW_METRICS)
     set_all_mtimes(new_run, 1_800_000_000.0)
     ov = rd.open_run(new_run).overview(now=1_800_000_000.0 + 1000)
     assert isinstance(ov, rd.Overview)
-    assert ov.status == "stopped"  # step 8 < max_steps 10 and quiet for 1000 s
-    assert ov.step == ref.max_step() == 8
+    assert ov.status == "stopped"  # 9 of 10 steps done (0..8) and quiet for 1000 s
+    assert ov.last_step == ref.max_step() == 8 and ov.step == 9
     assert ov.max_steps == 10
     assert ov.model == "Qwen/Qwen3-4B"
     assert ov.attempts == 2
     assert ov.train_envs == ["math-python", "wiki-search"]
     assert ov.eval_envs == ["gsm8k"]
     assert ov.flavor == "rl"
-    assert ov.started == pd.Timestamp(ref.first_row_time, unit="s", tz="UTC")
-    assert ov.updated == pd.Timestamp(1_800_000_000.0, unit="s", tz="UTC")
-    assert ov.duration_s == pytest.approx(1_800_000_000.0 - ref.first_row_time)
+    # times from the data, not the files (set to 2027 above): a copy reads the same
+    assert ov.started == ov.created == pd.Timestamp(ref.first_row_time, unit="s", tz="UTC")
+    assert ov.updated == pd.Timestamp(_last_time(new_run / NEW_METRICS), unit="s", tz="UTC")
+    assert ov.touched == pd.Timestamp(1_800_000_000.0, unit="s", tz="UTC")
+    assert ov.duration_s == pytest.approx(_last_time(new_run / NEW_METRICS) - ref.first_row_time)
     for ts in (ov.started, ov.updated, ov.created):
         assert str(ts.tz) == "UTC"
 
@@ -177,8 +185,8 @@ def test_overview_new_sample_fields(new_run):
 def test_overview_old_sample_fields(old_run):
     ref = reference_file(old_run / OLD_METRICS)
     ov = rd.open_run(old_run).overview(now=os.stat(old_run / OLD_METRICS).st_mtime + 10_000)
-    assert ov.step == ref.max_step() == 2
-    assert ov.max_steps == 3
+    assert ov.last_step == ref.max_step() == 2 and ov.step == 3  # steps 0..2 of 3: "3 of 3"
+    assert ov.max_steps == 3 and ov.status == "completed"
     assert ov.model == "Qwen/Qwen3-0.6B"
     assert ov.attempts == 1
     assert ov.train_envs == ["reverse-text"] and ov.eval_envs == ["reverse-text"]
@@ -187,13 +195,13 @@ def test_overview_old_sample_fields(old_run):
 
 @pytest.mark.parametrize("age, expected", [(0, "running"), (179, "running"), (181, "stopped"), (86400, "stopped")])
 def test_status_rule_running_window(new_run, age, expected):
-    t = 1_800_000_000.0
+    t = _last_time(new_run / NEW_METRICS) + 30  # files written just after the last row
     set_all_mtimes(new_run, t)
     assert rd.open_run(new_run).overview(now=t + age).status == expected
 
 
 def test_status_running_follows_latest_file(new_run):
-    t = 1_800_000_000.0
+    t = _last_time(new_run / NEW_METRICS) + 30
     set_all_mtimes(new_run, t)
     # only the latest attempt's logs count towards `updated`
     os.utime(new_run / "logs" / "attempt_1" / "trainer.log", (t + 5000, t + 5000))
@@ -202,8 +210,20 @@ def test_status_running_follows_latest_file(new_run):
     os.utime(new_run / "logs" / "attempt_2" / "orchestrator.log", (t + 5000, t + 5000))
     ov = run.overview(now=t + 5010)
     assert ov.status == "running"
-    assert ov.updated == pd.Timestamp(t + 5000, unit="s", tz="UTC")
-    assert ov.duration_s == pytest.approx(t + 5010 - reference_file(new_run / NEW_METRICS).first_row_time)
+    assert ov.touched == pd.Timestamp(t + 5000, unit="s", tz="UTC")
+    assert ov.duration_s == pytest.approx(t + 5010 - reference_file(new_run / NEW_METRICS).first_row_time)  # ticks
+
+
+def test_a_copy_with_fresh_file_times_reads_the_same(tmp_path, new_run):
+    """Duration, created and updated come from the data: a copy made today (fresh mtimes) gives the
+    same numbers, and is not 'running' just because its files are new."""
+    set_all_mtimes(new_run, _last_time(new_run / NEW_METRICS) + 30)  # as the writer left it
+    ref = rd.open_run(new_run).overview()
+    copy = copy_run(new_run, tmp_path / "copied")
+    set_all_mtimes(copy, time.time())
+    ov = rd.open_run(copy).overview()
+    assert (ov.duration_s, ov.created, ov.updated, ov.started) == (ref.duration_s, ref.created, ref.updated, ref.started)
+    assert ov.status == ref.status == "stopped" and ov.duration_s < 86400
 
 
 def test_status_completed_when_step_reaches_max_steps(new_run):
@@ -212,9 +232,9 @@ def test_status_completed_when_step_reaches_max_steps(new_run):
     t = 1_800_000_000.0
     set_all_mtimes(new_run, t)
     run = rd.open_run(new_run)
-    assert run.overview(now=t + 10).status == "running"  # fresh files win over the step count
+    assert run.overview(now=1_790_238_300.0 + 10).status == "running"  # fresh files win over the step count
     ov = run.overview(now=t + 1000)
-    assert (ov.step, ov.max_steps, ov.status) == (10, 10, "completed")
+    assert (ov.last_step, ov.max_steps, ov.status) == (10, 10, "completed")
 
 
 @pytest.mark.parametrize("first, last, expected", [
@@ -388,7 +408,7 @@ def test_sft_run_detected_and_legacy_rows_are_trainer(tmp_path):
     assert ov.flavor == "sft"
     assert ov.max_steps == 4 and ov.model == "Qwen/Qwen3-0.6B"
     assert ov.train_envs == ["willcb/my-dataset"]
-    assert ov.step == 2
+    assert ov.last_step == 2 and ov.step == 3  # steps 0..2: three done
     frame = run.metrics()
     assert set(map(str, frame["producer"].unique())) == {"trainer"}  # spec 4.6 rule 1
     assert_tidy_matches(frame, reference_file(run_dir / "metrics.jsonl", sft=True))
@@ -416,8 +436,8 @@ def test_run_without_configs_uses_name(tmp_path):
     assert ov.train_envs == ["gsm8k", "math500"]
     assert ov.model == "qwen3-8b"
     assert ov.max_steps is None
-    assert ov.step == 0
-    assert ov.progress == "0/∞"
+    assert ov.last_step == 0 and ov.step == 1
+    assert ov.progress == "1/∞"
 
 
 def test_non_pattern_name_left_empty(tmp_path):
@@ -447,7 +467,8 @@ def _eval_run(parent):
     stream = run / "monitors" / "file" / "traces" / "stream"
     stream.mkdir(parents=True)
     (stream / "00000.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
-    write_lines(run / NEW_METRICS, [{"step": 0, "time": 50.0, "eval/gsm8k/all/agent/avg@1": 0.5, "producer": "eval"}])
+    write_lines(run / NEW_METRICS, [{"step": 0, "time": 1_800_000_000.0, "eval/gsm8k/all/agent/avg@1": 0.5,
+                                     "producer": "eval"}])
     return run
 
 
@@ -464,7 +485,7 @@ def test_eval_run_finished_when_every_chunk_is_sealed(tmp_path):
     os.utime(live, (t + 50, t + 50))
     ov = run.overview(now=t + 60)
     assert ov.status == "running"
-    assert ov.updated == pd.Timestamp(t + 50, unit="s", tz="UTC")  # the stream counts for `updated`
+    assert ov.touched == pd.Timestamp(t + 50, unit="s", tz="UTC")  # the stream counts for running
     assert run.overview(now=t + 5000).status == "stopped"
 
 
@@ -489,9 +510,10 @@ def test_started_falls_back_to_config_dir_mtime(tmp_path):
     assert ov.step is None
 
 
-def test_created_is_configs_mtime(new_run):
+def test_created_is_the_first_logged_time_not_a_file_time(new_run):
     os.utime(new_run / "configs", (1_760_000_000, 1_760_000_000))
-    assert rd.open_run(new_run).overview().created == pd.Timestamp(1_760_000_000, unit="s", tz="UTC")
+    ov = rd.open_run(new_run).overview()
+    assert ov.created == ov.started == pd.Timestamp(reference_file(new_run / NEW_METRICS).first_row_time, unit="s", tz="UTC")
 
 
 def test_a_workdir_whose_logs_hold_other_logs_is_not_a_prime_rl_run(tmp_path):
@@ -533,4 +555,4 @@ def test_a_warm_overview_makes_at_most_20_filesystem_calls(tmp_path, monkeypatch
     assert len(calls) <= 20, "\n".join(f"{n} {os.path.relpath(str(p), run.path)}" for n, p in calls)
     with open(os.path.join(run.path, "monitors/file/metrics.jsonl"), "a") as fh:  # the run moves on
         fh.write('{"step": 50, "time": 1.9e9, "loss/mean": 0.1, "producer": "trainer"}\n')
-    assert run.overview().step == 50
+    assert run.overview().last_step == 50

@@ -183,7 +183,7 @@ def test_config_model_and_run_card(logs):
     cards = {k: r.overview() for k, r in runs.items()}
     assert [(c.name, c.status, c.step, c.max_steps, c.model, c.flavor) for c in cards.values()] == [
         ("qwen2_7b_function_rm", "completed", 210, 210, "Qwen/Qwen2-7B-Instruct", "rl"),  # tqdm total; final pprint
-        ("gemma2b_function_rm", "completed", 434, None, "Qwen/Qwen2.5-0.5B-Instruct", "rl"),  # final pprint
+        ("gemma2b_function_rm", "completed", 435, None, "Qwen/Qwen2.5-0.5B-Instruct", "rl"),  # final pprint; 0..434
         ("gsm8k-sft-gemma-2-2b-it", "completed", 58, 58, "google/gemma-2-2b-it", "sft"),  # 58 steps of 58
     ]
     assert cards["dq_math"].eval_envs == ["openai/gsm8k", "DigitalLearningGmbH/MATH-lighteval"]
@@ -223,7 +223,8 @@ def pd_na(x):
 
 
 def test_a_log_without_metric_lines_is_a_run(tmp_path):
-    noise = "2025-06-18 16:49:37,706\tINFO worker.py:1843 -- Connected to Ray cluster.\n(TaskRunner pid=7) hello\n"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")  # a run starting now (an old stamp would be a copy)
+    noise = f"{stamp},706\tINFO worker.py:1843 -- Connected to Ray cluster.\n(TaskRunner pid=7) hello\n"
     fresh = write(tmp_path / "starting.log", noise, mtime=None)
     old = write(tmp_path / "crashed.log", noise)
     frame = rd.discover([tmp_path]).set_index("run_id")
@@ -431,3 +432,31 @@ def test_unreadable_and_cut_config_prints_are_problems(tmp_path):
     assert run.config() == {"actor_rollout_ref": {"model": {"path": "org/m"}},
                             "trainer": {"total_training_steps": 4, "lr": math.inf}}
     assert (run.overview().model, run.overview().max_steps, run.problems()) == ("org/m", 4, [])
+
+
+def test_a_last_line_without_newline_is_read_once_the_file_is_still(tmp_path):
+    """A finished log whose last metric line has no newline: read once the file has not changed for
+    a few seconds (the metric store and the run card); if the file grows again, the line is read
+    again whole."""
+    from rundash_core.io.bytetail import SETTLE_S
+
+    log = tmp_path / "done.log"
+    log.write_bytes(b"step:1 - a:1.0\nstep:2 - a:2.0\nstep:3 - a:3")
+    run = rd.open_run(log)
+    assert sorted(tidy_map(run)) == [(1, "a"), (2, "a")] and run.overview().last_step == 2  # being written
+    old = time.time() - SETTLE_S - 1
+    os.utime(log, (old, old))
+    got = tidy_map(run)
+    assert got[(3, "a")] == 3.0 and run.overview().last_step == 3  # still: it is the last line
+    with open(log, "ab") as fh:  # the writer was only slow: the line goes on
+        fh.write(b".5 - b:7.0\nstep:4 - a:4.0\n")
+    got = tidy_map(run)
+    assert got[(3, "a")] == 3.5 and got[(3, "b")] == 7.0 and got[(4, "a")] == 4.0
+    with open(log, "ab") as fh:
+        fh.write(b"step:5 - a:5.0")
+    os.utime(log, (old, old))
+    assert tidy_map(run)[(5, "a")] == 5.0
+    with open(log, "ab") as fh:  # its newline arrives late: nothing read twice, nothing lost
+        fh.write(b"\nstep:6 - a:6.0\n")
+    got = tidy_map(run)
+    assert (got[(5, "a")], got[(6, "a")]) == (5.0, 6.0) and list(run.store().tail.problems.items()) == []

@@ -2,8 +2,11 @@
 
 `ByteTail` remembers how far a file has been read (byte offset plus file identity), so a refresh
 reads only what was appended. A partial last line (a writer mid-line) is held back until its
-newline arrives; a file that shrank or was replaced (another inode, or the bytes just before the
-offset changed) is read again from the start, and the caller is told to drop what it built.
+newline arrives, or until the file has not changed for SETTLE_S seconds: then it is a last line
+written without a newline (a finished log) and is read; should the file grow again without a
+newline first, that line is read again whole. A file that shrank or was replaced (another inode,
+or the bytes just before the offset changed) is read again from the start, and the caller is told
+to drop what it built.
 
 Format readers build on it: `JsonlTail` reads everything new at once, `VerlLogTail` asks for
 blocks of about a megabyte so a 1 GB console log never sits in memory whole.
@@ -11,11 +14,13 @@ blocks of about a megabyte so a 1 GB console log never sits in memory whole.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from .files import FileId, describe_unreadable, file_id, read_range
 
 CHECKPOINT_BYTES = 64  # the last bytes read; if they change, the file was rewritten, not appended
+SETTLE_S = 5.0  # a last line without its newline is read once the file has been still this long
 
 
 @dataclass
@@ -47,6 +52,7 @@ class ByteTail:
         self.error: str | None = None  # why the file cannot be read right now
         self._seen = 0  # end of the bytes looked at (complete lines plus a held-back partial one)
         self._checkpoint = b""
+        self._unterminated: int | None = None  # start of a last line read without its newline
 
     @property
     def pending_bytes(self) -> int:
@@ -61,9 +67,10 @@ class ByteTail:
             self.error = "missing" if not os.path.lexists(self.path) else describe_unreadable(self.path)
             return None
         reset = not self._continues(fid)
-        if not reset and fid == self.fid and fid.size == self._seen:
+        settled = time.time() - fid.mtime >= SETTLE_S
+        if not reset and fid == self.fid and fid.size == self._seen and not (self.pending_bytes and settled):
             return None
-        start = 0 if reset else self.offset
+        start = 0 if reset else self._restart(fid)
         try:
             data = self._read(start, fid.size, max_bytes)
         except OSError as e:
@@ -72,6 +79,8 @@ class ByteTail:
         self.error = None
         self.fid = fid
         cut = data.rfind(b"\n") + 1
+        if cut < len(data) and settled and start + len(data) == fid.size and data[cut:].strip():
+            self._unterminated, cut = start + cut, len(data)  # a finished file's last line
         self.offset = start + cut
         self._seen = start + len(data)
         if reset:
@@ -79,6 +88,19 @@ class ByteTail:
         if cut:
             self._checkpoint = data[max(0, cut - CHECKPOINT_BYTES): cut]
         return NewLines(data, cut, start, reset)
+
+    def _restart(self, fid: FileId) -> int:
+        """Where to read on: the offset; or, when a last line was read without its newline and the
+        file then grew without that newline coming first, that line's start (it is read again whole)."""
+        line = self._unterminated
+        if line is None or fid.size <= self._seen:
+            return self.offset
+        self._unterminated = None
+        try:
+            newline_first = read_range(self.path, self.offset, self.offset + 1) == b"\n"
+        except OSError:
+            newline_first = True
+        return self.offset if newline_first else line
 
     def _read(self, start: int, size: int, max_bytes: int | None) -> bytes:
         """Bytes [start, size), or a block of `max_bytes` grown until it holds a newline."""

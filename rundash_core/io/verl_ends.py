@@ -38,8 +38,9 @@ class LogEnds:
     before) and a physical buffer (`_head`) read only as far as a search needed: a search that
     finds what it looks for early reads no further, whatever `head_len` says."""
 
-    def __init__(self, fd: int, size: int):
+    def __init__(self, fd: int, size: int, settled: bool = False):
         self.fd, self.size = fd, size
+        self.settled = settled  # the file has not changed for a while: a last line without newline is whole
         if size <= 2 * FIRST_BYTES:
             self._head = os.pread(fd, size, 0)
             self._tail, self.tail_start = self._head, 0
@@ -268,20 +269,22 @@ class QuickTail:
     progress_total: int | None = None
     final_validation: bool = False
     keys: tuple = ()
+    last_stamp: bytes | None = None  # the last `YYYY-MM-DD HH:MM:SS` of the window
+    last_train_step: int | None = None  # of the last line logging more than validation keys
 
 
 def first_step(data: bytes, lo: int = 0) -> int | None:
-    """The step of the first training metric line (`step:N - ` not preceded by a word character
-    or `/`, logging a key other than validation ones) in `data[lo:]`: an initial validation at
-    step 0 does not make a log 0-based."""
+    """The step of the first training metric line (`step:N - key:value - …` not preceded by a word
+    character or `/`, logging a key other than validation ones) in `data[lo:]`: an initial
+    validation at step 0 does not make a log 0-based (spec 2.3)."""
     while (m := _STEP_AT.search(data, lo)) is not None:
         pos, lo = m.start(), m.start() + 1
         if pos and (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/"):
             continue
         end = data.find(b"\n", m.end())
-        keys = [seg.split(b":", 1)[0] for seg in data[m.end(): end if end >= 0 else len(data)].split(b" - ")]
-        if any(not k.startswith((b"val", b"test_score")) for k in keys):
-            return int(m.group(1))
+        pairs = [seg.split(b":", 1) for seg in data[m.end(): end if end >= 0 else len(data)].split(b" - ")]
+        if all(len(p) == 2 for p in pairs) and not all(_is_validation_key(p[0]) for p in pairs):
+            return int(m.group(1))  # (a sample print holding `step:0 - text` is no metric line)
     return None
 
 
@@ -347,7 +350,7 @@ def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
     for nbytes in TAIL_STEPS:
         data = ends.tail(nbytes)
         lo = data.find(b"\n") + 1 if ends.tail_start > 0 else 0  # the first line is cut
-        hi = data.rfind(b"\n") + 1  # a partial last line is not read yet
+        hi = len(data) if ends.settled else data.rfind(b"\n") + 1  # a partial last line is not read yet
         step, at = _last_step_at(data, lo, hi)
         if step is not None or ends.tail_start == 0:
             break
@@ -359,4 +362,25 @@ def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
         added = len(more) - len(data)
         wlo = more.find(b"\n") + 1 if ends.tail_start > 0 else 0
         final = more.find(_FINAL, wlo, lo + added + len(_FINAL)) >= 0
-    return QuickTail(step, total, final, keys)
+    stamps = _STAMP.findall(data, lo, hi)
+    train, top = step, hi
+    while train is not None and _validation_only(data, at, top):
+        top = at
+        train, at = _last_step_at(data, lo, top)
+    return QuickTail(step, total, final, keys, stamps[-1] if stamps else None, train)
+
+
+def _validation_only(data: bytes, at: int, hi: int) -> bool:
+    """Does the metric line at `at` log validation keys only (SFT's per-epoch `val/loss` line)?"""
+    end = data.find(b"\n", at, hi)
+    body = data[data.find(b" - ", at) + 3: end if end >= 0 else hi]
+    return all(_is_validation_key(seg.split(b":", 1)[0]) for seg in body.split(b" - "))
+
+
+_VALIDATION_KEY = re.compile(rb"^(?:val|test_score)|validat|_val\b|/val/")
+
+
+def _is_validation_key(key: bytes) -> bool:
+    """`val-core/…`, `val/…`, `test_score/…`, and the timings of a validation
+    (`rollouter/validate_time`, `timing_s/merge_val`, `timing/testing`)."""
+    return _VALIDATION_KEY.search(key) is not None or key == b"timing/testing"

@@ -23,6 +23,7 @@ _NAME = re.compile(r"^(?P<envs>[^-].*?)--(?P<model>.+?)(?:--(?P<harness>[^-]+))?
 _RESOLVED_ORDER = ("rl.json", "sft.json", "orchestrator.json", "trainer.json", "inference.json", "eval.json")
 
 
+_RESERVED = ("step", "time", "_timestamp", "producer")
 _PRIME_LOGS = ("latest", "trainer.log", "orchestrator.log", "inference.log", "eval.log", "evals.log")
 
 
@@ -226,19 +227,23 @@ class PrimeRLRun(Run):
         return cache.shared.current(key, inputs, lambda: self._summary(inputs)).at(now)
 
     def _summary(self, inputs: tuple) -> Overview:
-        step, (started, first_step) = self._tail_step(), self._head()
+        """Times from the metrics' own `time` (first row, last rows), not from file times (a run
+        without metric times yet falls back to its files'); the newest file time (`touched`) says
+        whether the run is still being written."""
+        last, ended = self._tail()
+        started, first_step = self._head()
         times = [t[1] for t in (inputs[0], *(s for _f, s in inputs[6]), inputs[8], inputs[9]) if t is not None]
-        updated = max(times) if times else None
+        touched = max(times) if times else None
         if started is None:
             started = mtime(self._resolved_dir()) if os.path.isdir(self._p("configs")) else None
         train, evals = self._envs()
-        # Real runs log steps from 0, so a run of max_steps N ends at step N-1: count steps done
         return Overview(
-            run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, step=step,
-            max_steps=self._max_steps(), created=utc(mtime(self._p("configs")) or mtime(self.path)),
-            started=utc(started), updated=utc(updated), model=self._model(), attempts=len(self.attempts()),
-            train_envs=train, eval_envs=evals, flavor=self.flavor(), finished=self._finished(),
-            steps_done=step + 1 if step is not None and first_step == 0 else step)
+            run_id=self.run_id, name=self.name, kind=self.kind, path=self.path,
+            step=last + 1 if last is not None and first_step == 0 else last,  # steps 0..8 of 9: 9 done
+            max_steps=self._max_steps(), created=utc(started), started=utc(started),
+            updated=utc(ended if ended is not None else touched), model=self._model(), attempts=len(self.attempts()),
+            train_envs=train, eval_envs=evals, flavor=self.flavor(), finished=self._finished(), last_step=last,
+            touched=utc(touched))
 
     def _logs_dir(self) -> str:
         n = _latest_attempt(self._p("logs"))
@@ -251,22 +256,26 @@ class PrimeRLRun(Run):
         names = _listdir(stream)
         return os.path.isdir(stream) and not any(n.endswith(".jsonl") for n in names)
 
-    def _tail_step(self) -> int | None:
+    def _tail(self) -> tuple[int | None, float | None]:
+        """(the highest step, the latest `time`) among the rows at the end of the metrics file."""
         path = self.metrics_path()
         for nbytes in (64 << 10, 1 << 20):
             try:
                 data, start = read_tail(path, nbytes) if path else (b"", 0)
             except OSError:
-                return None
-            steps = [s for s in (_row_step(line) for line in data.split(b"\n")) if s is not None]
-            if steps:
-                return max(steps)
-            if start == 0:
-                return None
-        return None
+                return None, None
+            rows = [r for r in map(_row, data.split(b"\n")[1 if start else 0:]) if r is not None]
+            steps = [s for r in rows if isinstance(s := r.get("step"), int) and not isinstance(s, bool)]
+            if steps or start == 0:
+                times = [t for r in rows if isinstance(t := r.get("time", r.get("_timestamp")), (int, float))
+                         and not isinstance(t, bool) and t == t]
+                return (max(steps) if steps else None), (max(times) if times else None)
+        return None, None
 
     def _head(self) -> tuple[float | None, int | None]:
-        """(time of the first row, first step) from the start of the metrics file."""
+        """(time of the first row, the first training step) from the start of the metrics file: an
+        evaluation of the initial policy at step 0 (rows of `eval/*` keys only) does not make the
+        run's steps count from 0."""
         path = self.metrics_path()
         try:
             head = read_range(path, 0, 64 << 10) if path else b""
@@ -284,7 +293,8 @@ class PrimeRLRun(Run):
             if started is None and isinstance(t, (int, float)):
                 started = float(t)
             step = row.get("step")
-            if isinstance(step, int) and not isinstance(step, bool):
+            keys = [k for k in row if k not in _RESERVED]
+            if isinstance(step, int) and not isinstance(step, bool) and not all(k.startswith("eval/") for k in keys):
                 first_step = step
                 break
         return started, first_step
@@ -312,15 +322,14 @@ class PrimeRLRun(Run):
         return out
 
 
-def _row_step(line: bytes) -> int | None:
-    if b'"step"' not in line:
+def _row(line: bytes) -> dict | None:
+    if b'"step"' not in line and b'"time"' not in line:
         return None
     try:
         row = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    step = row.get("step") if isinstance(row, dict) else None
-    return step if isinstance(step, int) and not isinstance(step, bool) else None
+    return row if isinstance(row, dict) else None
 
 
 def _listdir(path: str) -> list[str]:

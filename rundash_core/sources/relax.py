@@ -235,7 +235,8 @@ class RelaxRun(Run):
 
     # Overview ------------------------------------------------------------------------------------
     def overview(self, now: float | None = None) -> Overview:
-        """The run card from file names and mtimes (Relax rows carry no times): step = the highest
+        """The run card from file names and mtimes (Relax rows carry no times, and each file is
+        written once, when its step ends: the files' times are the data's): step = the highest
         train rollout_id; started/updated = the first and last file written; eval datasets from
         the latest eval file (when small); the model a row names, from the first train file's
         first line."""
@@ -248,7 +249,8 @@ class RelaxRun(Run):
         return Overview(
             run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, step=step,
             created=utc(started if started is not None else mtime(self.result_dir)), started=utc(started),
-            updated=utc(updated), model=_first_row_model(trains[0]) if trains else None,
+            updated=utc(updated), touched=utc(updated), last_step=step,
+            model=_first_row_model(trains[0]) if trains else None,
             eval_envs=_datasets(*evals[-1]) if evals else [], flavor="rl").at(now)
 
     def problems(self) -> list[Problem]:

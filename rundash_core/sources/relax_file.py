@@ -48,9 +48,10 @@ def _integer(v) -> int | None:
 
 
 def _reward(value) -> tuple[float | None, str | None]:
-    """The training reward of a row and, when it is left out, why."""
+    """The training reward of a row and, when it is left out for a reason that is a problem, why.
+    A null reward is data (an aborted or pending sample is not scored): counted by its status."""
     if value is None:
-        return None, "reward null (not scored): left out of reward stats"
+        return None, None
     if isinstance(value, dict):
         score = _number(value.get("score"))
         return (score, None) if score is not None else (

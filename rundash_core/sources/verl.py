@@ -18,10 +18,11 @@ import os
 from .. import cache
 from ..io.files import file_id, read_range
 from ..io.verl_log import FileLoggerTail, VerlLogTail
-from ..io.verl_text import ConfigPrint, config_at
+from ..io.verl_overrides import HEAD_BYTES
+from ..io.verl_text import HEAD, ConfigPrint, config_at
 from ..metricstore import MetricStore, empty_tidy, shared_store
 from ..run import Overview, Problem, Run, utc
-from .verl_summary import LOG_SUFFIXES, Digest, is_file_logger, log_digest, stem, val_sources
+from .verl_summary import LOG_SUFFIXES, Digest, _stamp_seconds, is_file_logger, log_digest, stem, val_sources
 from .verl_summary import SKIP_SUFFIXES, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
 
 KIND = "verl"
@@ -111,42 +112,63 @@ class VerlRun(Run):
     # Config --------------------------------------------------------------------------------------
     def config_prints(self) -> list[ConfigPrint]:
         """Every resolved-config print of the log (one per launch when a resume appended to it),
-        where the log's metric pass found them; else the first print in the head."""
+        where the log's metric pass found them, else the first print in the head; then the
+        launch command's overrides in the log's head (kind "overrides"), when it has any."""
         log = self.log_path()
         if log is None:
             return []
         store = self.log_store()
         offsets = list(store.tail.config_offsets) if store is not None else []
         prints = [p for off in offsets or [0] if (p := self._config_at(log, off)) is not None]
-        return prints
+        head = self._config_at(log, HEAD)
+        return prints + ([head] if head is not None else [])
 
     @staticmethod
     def _config_at(log: str, offset: int) -> ConfigPrint | None:
-        """The config print at `offset`; a readable one is cached (a print still being written,
-        or gone with a replaced file, is read again next time)."""
+        """The config print at `offset` (HEAD: the launch command's overrides). A print read
+        whole, or the overrides once the head window is all written, is cached per file; what
+        may still change (a print cut off or still being written, a short head) per version."""
         fid = file_id(log)
-        key = (*_key("verl-config", log), fid and (fid.dev, fid.ino), offset)
-        if (have := cache.shared.peek(key)) is not None:
+        if fid is None:
+            return None
+        key = (*_key("verl-config", log), (fid.dev, fid.ino), offset)
+        version = (*key, fid.size, fid.mtime_ns)
+        if (have := cache.shared.peek(key)) is not None or (have := cache.shared.peek(version)) is not None:
             return have
         try:
             found = config_at(log, offset)
         except OSError:
             return None
-        if found is not None and found.error is None:
-            cache.shared.get_or_create(key, lambda: found)
+        if found is not None:
+            final = found.error is None and (offset != HEAD or fid.size >= HEAD_BYTES)
+            cache.shared.get_or_create(key if final else version, lambda: found)
         return found
 
     def config(self) -> dict:
-        """The resolved config the log printed (the latest launch's); {} when there is none."""
-        prints = [p for p in self.config_prints() if p.value is not None]
-        return prints[-1].value if prints else {}
+        """The resolved config the log printed (the latest launch's, read whole), else the launch
+        command's overrides; {} when there is neither."""
+        found = self.config_prints()
+        prints = [p for p in found if p.complete]
+        if prints:
+            return prints[-1].value
+        return next((p.value for p in found if p.kind == "overrides" and p.value), {})
 
     def configs(self, attempt: int | None = None) -> dict[str, object]:
-        prints = [p for p in self.config_prints() if p.value is not None]
-        if not prints:
-            return {}
-        chosen = prints[-1] if attempt is None or attempt > len(prints) else prints[max(attempt, 1) - 1]
-        return {"config (from log)": chosen.value}
+        """The attempt's config print (read whole, as far as it parses plus its raw text, or its
+        raw text); with the launch command's overrides and shell variables when there is no
+        print read whole."""
+        found = self.config_prints()
+        prints = [p for p in found if p.kind != "overrides"]
+        out: dict[str, object] = {}
+        chosen = None
+        if prints:
+            chosen = prints[-1] if attempt is None or attempt > len(prints) else prints[max(attempt, 1) - 1]
+            out.update(chosen.files())
+        if chosen is None or not chosen.complete:
+            for p in found:
+                if p.kind == "overrides":
+                    out.update(p.files())
+        return out
 
     # Overview ------------------------------------------------------------------------------------
     def updated(self) -> float | None:
@@ -154,18 +176,22 @@ class VerlRun(Run):
         return max(times) if times else None
 
     def overview(self, now: float | None = None) -> Overview:
-        """The run card and runs-list row, from the log's one summary (its ends) and file times."""
+        """The run card and runs-list row, from the log's one summary (its ends). Times come from
+        the wall-clock stamps the log prints (the first in its head, the last in its tail window);
+        a log without them has no duration. The files' mtime only says whether it is running."""
         d = self.digest()
+        touched = utc(self.updated())
         if d is None:
-            return Overview(run_id=self.run_id, name=self.name, kind=self.kind, path=self.path,
-                            updated=utc(self.updated())).at(now)
-        step = d.tail.last_step
+            return Overview(run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, touched=touched).at(now)
+        last = d.tail.last_step
+        started, ended = d.started, _stamp_seconds(d.tail.last_stamp)
         return Overview(
-            run_id=self.run_id, name=d.head.experiment or self.name, kind=self.kind, path=self.path, step=step,
-            max_steps=d.max_steps, created=utc(d.started), started=utc(d.started), updated=utc(self.updated()),
+            run_id=self.run_id, name=d.head.experiment or self.name, kind=self.kind, path=self.path,
+            step=_steps_done(d), max_steps=d.max_steps,
+            created=utc(started), started=utc(started), updated=utc(ended if ended is not None and started is not None
+                                                                    and ended >= started else None),
             model=d.model, attempts=d.attempts, eval_envs=list(d.eval_envs), flavor=d.head.flavor,
-            finished=d.tail.final_validation,
-            steps_done=step + 1 if step is not None and d.zero_based else step).at(now)
+            finished=d.tail.final_validation, last_step=last, touched=touched).at(now)
 
     # Problems ------------------------------------------------------------------------------------
     def problems(self) -> list[Problem]:
@@ -186,6 +212,14 @@ class VerlRun(Run):
             if p.error:
                 out.append(Problem(log, p.error))
         return out
+
+
+def _steps_done(d: Digest) -> int | None:
+    """Updates done: the last step, or one more than the last training step for a 0-based log (an
+    SFT log's closing `val/loss` line does not count)."""
+    if not d.zero_based or d.tail.last_train_step is None:
+        return d.tail.last_step
+    return d.tail.last_train_step + 1
 
 
 __all__ = ["VerlRun", "val_sources", "model_name"]

@@ -13,13 +13,15 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import cache
+from ..io.bytetail import SETTLE_S
 from ..io.files import file_id, read_range
 from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
                             first_step, head_search, quick_head, quick_tail, stamp_in)
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
+from ..io.verl_overrides import HEAD_BYTES as OVERRIDE_BYTES, head_config
 from . import harbor
 
 LOG_SUFFIXES = (".log", ".out")
@@ -131,16 +133,18 @@ def log_digest(path: str) -> Digest | None:
     fp = file_id(path)
     if fp is None:
         return None
-    return cache.shared.current(("verl-digest", fp.dev, fp.ino), fp, lambda: read_digest(path), size=digest_size)
+    settled = time.time() - fp.mtime >= SETTLE_S  # a last line without its newline then counts
+    return cache.shared.current(("verl-digest", fp.dev, fp.ino), (fp, settled), lambda: read_digest(path, settled),
+                                size=digest_size)
 
 
-def read_digest(path: str) -> Digest | None:
+def read_digest(path: str, settled: bool = False) -> Digest | None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        return _digest(LogEnds(fd, os.fstat(fd).st_size))
+        return _digest(LogEnds(fd, os.fstat(fd).st_size, settled))
     except OSError:
         return None
     finally:
@@ -166,6 +170,8 @@ def _digest(ends: LogEnds) -> Digest:
     data, pos, trainer, end = find_config_bounds(ends)  # the bytes seen: data[:ends.head_len]
     seen = ends.head_len
     qh = quick_head(data, pos, end, trainer, seen) if pos >= 0 else QuickHead()
+    if pos < 0 or qh.end == 0:  # no config print read to its end: the launch command's overrides
+        qh = _with_overrides(qh, ends, pos)
     has_total = qh.total_steps is not None and qh.total_steps > 0
     qt = quick_tail(ends, progress=not has_total)
     first, last = ends.read_head(FIRST_BYTES), ends.tail(FIRST_BYTES)
@@ -192,6 +198,26 @@ def _digest(ends: LogEnds) -> Digest:
     return Digest(named, qh, qt, _stamp_seconds(stamp), logger, first_step(ends._head, max(qh.end, pos, 0)), total,
                   next((name for p in qh.models if (name := model_name(p)) is not None), None),
                   tuple(val_sources(qt.keys)))
+
+
+def _with_overrides(qh: QuickHead, ends: LogEnds, pos: int) -> QuickHead:
+    """`qh` with what the config print did not say (there is none, or it is cut off) taken from
+    the launch command in the log's head (`verl_overrides`: Hydra overrides such as
+    `trainer.experiment_name=…`, `actor_rollout_ref.model.path=$MODEL_PATH`, and shell variables).
+    Searched in the head bytes the config search already read: before the print, within
+    HEAD_BYTES; nothing more is read."""
+    hi = min(ends.head_len, len(ends._head), OVERRIDE_BYTES, pos if pos >= 0 else ends.size)
+    hc = head_config(ends._head[:hi], 0, complete=hi >= ends.size or hi == pos)
+    if not hc:
+        return qh
+    exp, total = hc.get("trainer.experiment_name"), hc.get("trainer.total_training_steps")
+    logger = hc.get("trainer.logger")
+    return replace(
+        qh, experiment=qh.experiment or (str(exp) if exp not in (None, "") else None),
+        total_steps=qh.total_steps if qh.total_steps else (total if type(total) is int and total > 0 else None),
+        models=qh.models if any(qh.models) else tuple(hc.models()),
+        flavor=qh.flavor if pos >= 0 else ("sft" if hc.sft else "rl"),
+        file_logger=qh.file_logger if pos >= 0 else (logger is None or "file" in str(logger)))
 
 
 def val_sources(keys) -> list[str]:
