@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from . import cache, sources
-from .io.files import file_id, seed_file_id, stat_memo
+from .io.files import OUTSIDE_ROOTS, file_id, inside_roots, seed_file_id, stat_memo
 from .run import Overview, Run, RunError, path_run_id
 from .sources.verl_summary import stem
 
@@ -53,9 +53,10 @@ def _skipped(entry: os.DirEntry) -> bool:
 
 
 def _listing(folder: str) -> tuple[list[os.DirEntry], tuple]:
-    """A folder's entries (by name) and their signature, each entry stat'ed once."""
+    """A folder's entries (by name; links that resolve outside the allowed roots left out) and
+    their signature, each entry stat'ed once."""
     with os.scandir(folder) as it:
-        entries = sorted(it, key=lambda e: e.name)
+        entries = sorted((e for e in it if not e.is_symlink() or inside_roots(e.path)), key=lambda e: e.name)
     sig = []
     for e in entries:
         try:
@@ -85,6 +86,9 @@ def walk(dirs: list[str], depth: int) -> Walk:
             out.runs.append((path, cls))
 
     for d in dirs:
+        if not inside_roots(d):
+            out.errors.append(f"{d}: {OUTSIDE_ROOTS}")
+            continue
         if not os.path.exists(d):
             out.errors.append(f"{d}: {'broken symlink' if os.path.islink(d) else 'no such directory'}")
             continue

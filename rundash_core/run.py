@@ -195,6 +195,10 @@ class Run(abc.ABC):
         """The attempt shown by default."""
         return self.attempts()[-1]
 
+    def resume_steps(self) -> list[int]:
+        """Steps at which the run resumed (a new attempt began), for markers on the charts."""
+        return []
+
     @abc.abstractmethod
     def problems(self) -> list[Problem]:
         """Files that could not be fully read, and why."""

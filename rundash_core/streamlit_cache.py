@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from . import settings
+from .io import files
 from .discover import scan
 from .run import Run
 from .sources import open_run
@@ -28,10 +29,13 @@ def demo_dir() -> str:
 
 
 def startup() -> tuple[tuple[str, ...], tuple[str, ...], bool]:
-    """(dirs, allowed roots, is_demo) for this server: `app.py -- DIR...`, RUNDASH_DIRS, or demo."""
+    """(dirs, allowed roots, is_demo) for this server: `app.py -- DIR...`, RUNDASH_DIRS, or demo.
+    Every read of the core is then limited to the allowed roots."""
     argv = tuple(sys.argv[1:]) if os.path.basename(sys.argv[0]) == "app.py" else ()
     env = tuple(os.environ.get(k, "") for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"))
-    return _startup(argv, env)
+    dirs, roots, is_demo = _startup(argv, env)
+    files.set_roots(list(roots))
+    return dirs, roots, is_demo
 
 
 @st.cache_resource(show_spinner=False)

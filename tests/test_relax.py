@@ -450,12 +450,14 @@ def test_eval_row_without_dataset(tmp_path):
 def test_unreadable_file(save, monkeypatch):
     path = save / "rollout_result/train/3.jsonl"
 
+    real = relax_file.open_file
+
     def refuse(p, *args, **kw):
         if os.fspath(p) == str(path):
             raise PermissionError(13, "Permission denied", str(p))
-        return open(p, *args, **kw)
+        return real(p, *args, **kw)
 
-    monkeypatch.setattr(relax_file, "open", refuse, raising=False)  # as if chmod 000 (tests may run as root)
+    monkeypatch.setattr(relax_file, "open_file", refuse)  # as if chmod 000 (tests may run as root)
     run = rd.open_run(save)
     assert 3 not in set(run.metrics_wide()["step"])  # no metrics, rather than a step of zero samples
     assert problems_of(run)[("train/3.jsonl", "cannot be read (permission denied)")] == (1, None)

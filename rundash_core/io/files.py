@@ -3,6 +3,12 @@
 Every reader in rundash goes through these helpers so that a missing file, a broken symlink, a
 symlink loop or a directory where a file was expected becomes a value (or a named error), never a
 traceback, and so that nothing is ever opened for writing.
+
+Allowed roots: when they are set (`set_roots`, or the `RUNDASH_ROOTS` environment variable; the app
+always sets them), a path is read only if it resolves, symlinks followed, inside one of them. The
+check happens at every open, so a link swapped after discovery is caught too; what is refused
+reads as a problem "links outside the allowed roots". Only regular files are read: a FIFO or a
+device named like a run file is never opened.
 """
 from __future__ import annotations
 
@@ -31,6 +37,46 @@ class FileId:
     @property
     def mtime(self) -> float:
         return self.mtime_ns / 1e9
+
+
+OUTSIDE_ROOTS = "links outside the allowed roots"
+NOT_REGULAR = "not a regular file"  # a FIFO, device or folder named like a run file is never read
+_roots: tuple[str, ...] | None = None  # real paths; None: not set (then RUNDASH_ROOTS, if any)
+
+
+class OutsideRoots(PermissionError):
+    """A path that resolves outside the allowed roots."""
+
+
+def set_roots(roots: list[str | os.PathLike] | None) -> None:
+    """Restrict every read to paths under `roots` (None: back to `RUNDASH_ROOTS`, or no limit)."""
+    global _roots
+    _roots = None if roots is None else tuple(os.path.realpath(os.path.expanduser(os.fspath(r))) for r in roots)
+
+
+def allowed_roots() -> tuple[str, ...] | None:
+    """The roots in force: set_roots(), else RUNDASH_ROOTS (os.pathsep separated), else None."""
+    if _roots is not None:
+        return _roots
+    env = [r for r in os.environ.get("RUNDASH_ROOTS", "").split(os.pathsep) if r.strip()]
+    return tuple(os.path.realpath(os.path.expanduser(r)) for r in env) or None
+
+
+def inside_roots(path: str | os.PathLike) -> bool:
+    """True when no roots are set, or `path` resolves inside one of them."""
+    roots = allowed_roots()
+    if roots is None:
+        return True
+    try:
+        real = _memoized("real", path, lambda: os.path.realpath(path))
+    except (OSError, ValueError):
+        return False
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def check_inside(path: str | os.PathLike) -> None:
+    if not inside_roots(path):
+        raise OutsideRoots(errno.EACCES, OUTSIDE_ROOTS, os.fspath(path))
 
 
 _stat_memo: contextvars.ContextVar[dict | None] = contextvars.ContextVar("rundash_stat_memo", default=None)
@@ -63,6 +109,8 @@ def file_id(path: str | os.PathLike) -> FileId | None:
 
 
 def _file_id(path) -> FileId | None:
+    if not inside_roots(path):
+        return None
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -97,6 +145,8 @@ def mtime(path: str | os.PathLike) -> float | None:
 
 def describe_unreadable(path: str | os.PathLike) -> str:
     """A short human sentence saying why a path cannot be read as a file."""
+    if not inside_roots(path):
+        return OUTSIDE_ROOTS
     p = Path(path)
     try:
         st = os.stat(p)
@@ -107,7 +157,7 @@ def describe_unreadable(path: str | os.PathLike) -> str:
             return "broken symlink"
         return _os_error_text(e)
     if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
+        return NOT_REGULAR
     try:
         with open(p, "rb"):
             pass
@@ -120,16 +170,30 @@ def _os_error_text(e: OSError) -> str:
     return e.strerror.lower() if e.strerror else type(e).__name__
 
 
+def open_file(path: str | os.PathLike):
+    """A regular file inside the allowed roots, opened for reading (binary). Raises OSError:
+    OutsideRoots, or "not a regular file" for a FIFO/device (opened without blocking, then refused)."""
+    check_inside(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR, os.fspath(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_range(path: str | os.PathLike, start: int, end: int | None = None) -> bytes:
     """Bytes [start, end) of a file (end=None: to EOF). Raises OSError like open()."""
-    with open(path, "rb") as fh:
+    with open_file(path) as fh:
         fh.seek(start)
         return fh.read() if end is None else fh.read(max(0, end - start))
 
 
 def read_tail(path: str | os.PathLike, nbytes: int) -> tuple[bytes, int]:
     """The last `nbytes` of a file and the offset they start at."""
-    with open(path, "rb") as fh:
+    with open_file(path) as fh:
         size = fh.seek(0, os.SEEK_END)
         start = max(0, size - nbytes)
         fh.seek(start)

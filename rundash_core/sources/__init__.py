@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from ..io.files import OUTSIDE_ROOTS, allowed_roots, inside_roots
 from ..run import Run, RunError
 from . import prime_rl
 from . import relax
@@ -86,6 +87,8 @@ def open_run(path: str | os.PathLike, run_id: str | None = None) -> Run:
     path = os.path.abspath(os.fspath(path))
     if not os.path.lexists(path):
         raise RunError(f"{path}: no such file or directory")
+    if not inside_roots(path):
+        raise RunError(f"{path}: {OUTSIDE_ROOTS} ({', '.join(allowed_roots() or ())})")
     cls = detect(path)
     if cls is None:
         kinds = "; ".join(s.describe for s in SOURCES if s.describe)

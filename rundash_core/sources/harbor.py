@@ -26,7 +26,7 @@ import pandas as pd
 
 from .. import cache
 from ..io.files import FileId, file_id, read_range, read_tail
-from ..io.files import is_dir
+from ..io.files import inside_roots, is_dir
 from ..io.configs import dig
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -136,7 +136,7 @@ def workdir_trials(log_path: str) -> str | None:
     if os.path.basename(logs) != "logs":
         return None
     trials = os.path.join(os.path.dirname(logs), "harbor_trials")
-    return trials if is_dir(trials) else None  # one stat per folder within a discovery pass
+    return trials if is_dir(trials) and inside_roots(trials) else None  # one stat per folder within a discovery pass
 
 
 def _is_exp_name(name: str, exp: str) -> bool:
@@ -162,7 +162,7 @@ def local_copy(named: str, log_path: str) -> str | None:
     if root is None or not tail:
         return None
     path = os.path.join(root, *tail.split("/"))
-    return path if os.path.isdir(path) else None
+    return path if os.path.isdir(path) and inside_roots(path) else None
 
 
 # Listing -----------------------------------------------------------------------------------------

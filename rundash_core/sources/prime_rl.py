@@ -168,6 +168,15 @@ class PrimeRLRun(Run):
         store = self.store()
         return store.tidy() if store is not None else empty_tidy()
 
+    def resume_steps(self) -> list[int]:
+        """Where the trainer's steps went back (an attempt resumed from an earlier checkpoint)."""
+        store = self.store()
+        if store is None:
+            return []
+        with store.lock:
+            return sorted({step for prod, step in store.restarts if prod == "trainer"} or
+                          {step for _prod, step in store.restarts})
+
     def metrics_version(self) -> tuple:
         store = self.store()
         return (store.path, *store.stamp) if store is not None else ()

@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from ..io.files import open_file
 from ..io.jsonl import LineProblems, parse_jsonl_bytes
 
 PRODUCERS = {"train": "rollout", "eval": "eval"}
@@ -96,7 +97,7 @@ def _rows(path: str, size: int, problems: LineProblems):
     chunk by chunk. A last line without its newline is kept when it parses (else: the file is
     still being written)."""
     carry, line, base = b"", 1, 0
-    with open(path, "rb") as fh:
+    with open_file(path) as fh:
         left = size
         while left > 0:
             data = carry + fh.read(min(CHUNK_BYTES, left))

@@ -35,7 +35,7 @@ import pandas as pd
 
 from .. import cache, frames
 from ..io.bytetail import ByteTail
-from ..io.files import file_id
+from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots
 from ..run import Problem
 from . import harbor
 from .harbor_episode import trial_episode
@@ -167,7 +167,9 @@ class SweLegoRLRun(VerlRun):
         """The exp dirs of this run (spec 1.3): named by the log, the sibling folder's, expanded."""
         found, problems = [], []
         for named in self.marks().named:
-            if os.path.isdir(named):
+            if not inside_roots(named):
+                problems.append(Problem(named, f"trial dir named in the log {OUTSIDE_ROOTS}"))
+            elif os.path.isdir(named):
                 found.append(named)
             elif (copy := harbor.local_copy(named, self.path)) is not None:
                 found.append(copy)

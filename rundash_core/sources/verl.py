@@ -104,6 +104,16 @@ class VerlRun(Run):
         store = self.store()
         return (store.path, *store.stamp) if store is not None else ()
 
+    def resume_steps(self) -> list[int]:
+        """Where steps went back (a resume appended to the log), and the first step of a log that
+        starts above 1 (it resumed an earlier launch's checkpoint)."""
+        store = self.store()
+        out = {step for _prod, step in store.restarts} if store is not None else set()
+        d = self.digest()
+        if d is not None and d.first_step is not None and d.first_step > 1:
+            out.add(d.first_step)
+        return sorted(out)
+
     def attempts(self) -> list[int]:
         """One attempt per restart segment: a resumed run appended to the same log logs lower steps."""
         store = self.store()

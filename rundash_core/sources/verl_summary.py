@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from .. import cache
 from ..io.bytetail import SETTLE_S
-from ..io.files import file_id, read_range
+from ..io.files import file_id, open_file, read_range
 from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
                             first_step, head_search, quick_head, quick_tail, stamp_in)
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
@@ -140,15 +140,11 @@ def log_digest(path: str) -> Digest | None:
 
 def read_digest(path: str, settled: bool = False) -> Digest | None:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        with open_file(path) as fh:
+            fd = fh.fileno()
+            return _digest(LogEnds(fd, os.fstat(fd).st_size, settled))
     except OSError:
         return None
-    try:
-        return _digest(LogEnds(fd, os.fstat(fd).st_size, settled))
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _stamp_seconds(stamp: bytes | None) -> float | None:
