@@ -196,6 +196,10 @@ def _row(cls: type[Run], path: str, run_id: str, now: float) -> tuple[Overview, 
     run = cls(path, run_id=run_id)
     try:
         ov, error = run.overview(now), None
+        for field in ("step", "max_steps", "attempts"):  # a frame column of Int64: a huge number is no step
+            if (v := getattr(ov, field)) is not None and not -(1 << 62) < v < 1 << 62:
+                setattr(ov, field, None if field != "attempts" else 1)
+                error = f"{field} out of range ({str(v)[:30]})"
     except Exception as e:  # noqa: BLE001 - one bad run costs its row, not the list
         ov, error = Overview(run_id=run.run_id, name=run.name, kind=run.kind, path=run.path), f"{type(e).__name__}: {e}"
     return ov, (ov.run_id, ov.name, ov.kind, ov.path, ov.status, ov.step, ov.max_steps, ov.created, ov.updated,

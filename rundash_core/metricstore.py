@@ -35,7 +35,7 @@ def _step_of(value) -> int:
     """A row's step, or -1 for a time-keyed row (null, absent, or not a whole number)."""
     if type(value) is int:
         return value if 0 <= value < 1 << 62 else -1
-    if type(value) is float and value.is_integer() and value >= 0:
+    if type(value) is float and value.is_integer() and 0 <= value < 1 << 62:  # orjson reads 10**30 as 1e30
         return int(value)
     return -1
 
@@ -127,6 +127,8 @@ class MetricStore:
             idx = np.asarray(idx, dtype=np.int64)
             keys = tuple(k for k in shape if k not in _RESERVED)
             steps[idx] = _column(chosen, shape, "step", np.int64, _step_of)
+            if "step" in shape and (steps[idx] < 0).any():
+                self._bad_steps(chosen, idx, steps, parsed)
             times[idx] = _column(chosen, shape, "time" if "time" in shape else "_timestamp", np.float64, _time_of)
             values = self._values(chosen, idx, keys, parsed)
             legacy = self._legacy_producer(keys)
@@ -147,6 +149,14 @@ class MetricStore:
                 self._merge_stepped(prod, items, steps, times)
             else:
                 self._append_timed(prod, items, times)
+
+    def _bad_steps(self, chosen: list[dict], idx: np.ndarray, steps: np.ndarray, parsed) -> None:
+        """A `step` that is a number but no step (negative, fractional, too large) is a problem of
+        its line; the row's values stay, keyed by time (a null step is a time-keyed row by design)."""
+        for i, row in zip(idx.tolist(), chosen):
+            v = row["step"]
+            if steps[i] < 0 and type(v) in (int, float):
+                self.tail.problems.add("step is not a whole number from 0 to 2^62 (row kept by time)", parsed.line_of(i))
 
     def _values(self, chosen: list[dict], idx: np.ndarray, keys: tuple, parsed) -> np.ndarray:
         """The (rows × keys) float matrix of rows that share a key set; non-numbers become NaN

@@ -14,6 +14,7 @@ from .. import cache
 from .files import describe_unreadable, file_id, read_text
 
 MAX_CONFIG_BYTES = 16 << 20
+MAX_SHOWN_CHARS = 1 << 20  # what is kept of a file that could not be parsed
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,13 @@ def _parse(path: str) -> ConfigFile:
             return ConfigFile(path, json.loads(text))
         except ValueError as e:
             return ConfigFile(path, text, f"invalid JSON ({e})")
+        except (RecursionError, MemoryError):
+            return ConfigFile(path, text[:MAX_SHOWN_CHARS], "JSON nested too deeply (or too large) to parse: shown as text")
     if path.endswith(".toml"):
         try:
             tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             return ConfigFile(path, text, f"invalid TOML ({e})")
+        except (RecursionError, MemoryError):
+            return ConfigFile(path, text[:MAX_SHOWN_CHARS], "TOML nested too deeply (or too large) to parse: shown as text")
     return ConfigFile(path, text)

@@ -217,3 +217,37 @@ def is_within(path: str | os.PathLike, roots: list[str | os.PathLike]) -> bool:
         if real == r or real.startswith(r.rstrip(os.sep) + os.sep):
             return True
     return False
+
+
+WALK_MAX_DEPTH = 8  # config trees are a few levels deep; a hostile one is cut here
+WALK_MAX_ENTRIES = 5000
+
+
+def walk_files(root: str, *, skip=lambda name: False, max_depth: int = WALK_MAX_DEPTH,
+               max_entries: int = WALK_MAX_ENTRIES) -> list[str]:
+    """The files below `root`, folders in name order, iteratively and bounded in depth and entry
+    count (a tree 1,000 levels deep or with 100k entries costs no more than the bounds); folder
+    links are not followed, unreadable folders are passed over."""
+    out, stack, seen = [], [(root, 0)], 0
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for e in entries:
+            seen += 1
+            if seen > max_entries:
+                return out
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if depth < max_depth and not skip(e.name):
+                        subdirs.append((e.path, depth + 1))
+                else:
+                    out.append(e.path)
+            except OSError:
+                continue
+        stack.extend(reversed(subdirs))
+    return out

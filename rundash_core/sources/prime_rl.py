@@ -12,7 +12,7 @@ import stat
 
 from .. import cache
 from ..io.configs import dig, load_config_file
-from ..io.files import mtime, read_range, read_tail
+from ..io.files import mtime, read_range, read_tail, walk_files
 from ..metricstore import MetricStore, empty_tidy, shared_store
 from ..run import Overview, Problem, Run, utc
 
@@ -108,10 +108,8 @@ class PrimeRLRun(Run):
     def config_files(self, attempt: int | None = None) -> list[str]:
         """Paths of the attempt's config files: resolved JSONs first, then TOML and command.txt."""
         resolved = self._resolved_dir(attempt)
-        found: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(resolved):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not _ATTEMPT.match(d) and d != "latest")
-            found += [os.path.join(dirpath, f) for f in filenames if f.endswith(".json")]
+        found = [p for p in walk_files(resolved, skip=lambda d: d.startswith(".") or bool(_ATTEMPT.match(d))
+                                       or d == "latest") if p.endswith(".json")]
         rank = {n: i for i, n in enumerate(_RESOLVED_ORDER)}
         found.sort(key=lambda p: (os.path.dirname(p) != resolved, rank.get(os.path.basename(p), 99), p))
         root = self._config_root(attempt)
@@ -146,7 +144,7 @@ class PrimeRLRun(Run):
 
     # Metrics -------------------------------------------------------------------------------------
     def flavor(self) -> str:
-        resolved = os.listdir(self._resolved_dir()) if os.path.isdir(self._resolved_dir()) else []
+        resolved = _listdir(self._resolved_dir())
         if "sft.json" in resolved:
             return "sft"
         if {"orchestrator.json", "trainer.json", "rl.json"} & set(resolved):
@@ -274,7 +272,7 @@ class PrimeRLRun(Run):
             except OSError:
                 return None, None
             rows = [r for r in map(_row, data.split(b"\n")[1 if start else 0:]) if r is not None]
-            steps = [s for r in rows if isinstance(s := r.get("step"), int) and not isinstance(s, bool)]
+            steps = [r["step"] for r in rows if _is_step(r.get("step"))]
             if steps or start == 0:
                 times = [t for r in rows if isinstance(t := r.get("time", r.get("_timestamp")), (int, float))
                          and not isinstance(t, bool) and t == t]
@@ -303,7 +301,7 @@ class PrimeRLRun(Run):
                 started = float(t)
             step = row.get("step")
             keys = [k for k in row if k not in _RESERVED]
-            if isinstance(step, int) and not isinstance(step, bool) and not all(k.startswith("eval/") for k in keys):
+            if _is_step(step) and not all(k.startswith("eval/") for k in keys):
                 first_step = step
                 break
         return started, first_step
@@ -329,6 +327,11 @@ class PrimeRLRun(Run):
         if os.path.islink(link) and not os.path.exists(link):
             out.append(Problem(link, f"broken symlink (using attempt_{self.latest_attempt()})"))
         return out
+
+
+def _is_step(value) -> bool:
+    """A step as the metric store takes one (a huge number is no step: the store says so)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
 
 
 def _row(line: bytes) -> dict | None:

@@ -1,0 +1,52 @@
+"""Hostile trees and files through the notebook API: problems, never exceptions; one bad run costs
+its own row, not the runs list. (Secrets, roots and user patterns have their own test files.)"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import rundash_core as rd
+from conftest import NEW_METRICS, NEW_RUN, copy_run
+
+
+def _everything(run) -> list:
+    run.overview(), run.metrics(), run.metrics_wide(), run.config(), run.configs(), run.samples(), run.steps()
+    return run.problems()
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    root = tmp_path / "hostile"
+    deep = copy_run(NEW_RUN, root, name="deep-tree")
+    cur = deep / "configs" / "attempt_2" / "resolved"
+    for _ in range(1000):  # 1,000 levels under configs/
+        cur = cur / "d"
+        cur.mkdir()
+    nested = copy_run(NEW_RUN, root, name="deep-json")
+    (nested / "configs/attempt_2/resolved/trainer.json").write_text("[" * 100_000 + "]" * 100_000)
+    big = copy_run(NEW_RUN, root, name="big-int")
+    with open(big / NEW_METRICS, "a") as fh:
+        fh.write('{"step": %d, "loss": 1.0}\n{"step": 12, "x": %d}\n' % (10**30, 10**30))
+    fifo = copy_run(NEW_RUN, root, name="fifo")
+    os.remove(fifo / NEW_METRICS)
+    os.mkfifo(fifo / NEW_METRICS)
+    return root
+
+
+def test_hostile_runs_give_problems_not_exceptions(hostile):
+    frame = rd.discover([hostile])
+    assert sorted(frame["run_id"]) == ["big-int", "deep-json", "deep-tree", "fifo"]
+    assert frame["error"].isna().all()
+    problems = {name: _everything(rd.open_run(hostile / name)) for name in frame["run_id"]}
+    assert any("nested too deeply" in p.what for p in problems["deep-json"])
+    assert any("step is not a whole number" in p.what and p.line for p in problems["big-int"])
+    assert any("not a regular file" in p.what for p in problems["fifo"])  # never opened: no hang
+    assert rd.open_run(hostile / "deep-tree").configs()  # the real configs still show
+
+
+def test_a_huge_step_costs_that_row_only(hostile):
+    run = rd.open_run(hostile / "big-int")
+    tidy = run.metrics()
+    assert tidy["step"].max() < 1 << 62 and (tidy["metric"] == "x").any()  # the row at step 12 kept
+    assert run.overview().step == rd.open_run(NEW_RUN).overview().step  # the card is not thrown off
