@@ -49,4 +49,4 @@ def test_a_huge_step_costs_that_row_only(hostile):
     run = rd.open_run(hostile / "big-int")
     tidy = run.metrics()
     assert tidy["step"].max() < 1 << 62 and (tidy["metric"] == "x").any()  # the row at step 12 kept
-    assert run.overview().step == rd.open_run(NEW_RUN).overview().step  # the card is not thrown off
+    assert run.overview().last_step == 12  # the card is not thrown off by 10**30
