@@ -19,10 +19,11 @@ def _everything(run) -> list:
 def hostile(tmp_path):
     root = tmp_path / "hostile"
     deep = copy_run(NEW_RUN, root, name="deep-tree")
-    cur = deep / "configs" / "attempt_2" / "resolved"
+    cur, levels = deep / "configs" / "attempt_2" / "resolved", []
     for _ in range(1000):  # 1,000 levels under configs/
         cur = cur / "d"
         cur.mkdir()
+        levels.append(cur)
     nested = copy_run(NEW_RUN, root, name="deep-json")
     (nested / "configs/attempt_2/resolved/trainer.json").write_text("[" * 100_000 + "]" * 100_000)
     big = copy_run(NEW_RUN, root, name="big-int")
@@ -31,7 +32,9 @@ def hostile(tmp_path):
     fifo = copy_run(NEW_RUN, root, name="fifo")
     os.remove(fifo / NEW_METRICS)
     os.mkfifo(fifo / NEW_METRICS)
-    return root
+    yield root
+    for level in reversed(levels):  # shutil.rmtree (pytest's clean-up) recurses once per level
+        level.rmdir()
 
 
 def test_hostile_runs_give_problems_not_exceptions(hostile):
