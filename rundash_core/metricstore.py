@@ -60,6 +60,7 @@ def _column(chosen: list[dict], shape: tuple, key: str, dtype, convert) -> np.nd
 
 
 _SERIALS = itertools.count(1)
+MAX_KEYS = 20_000  # distinct metric names one run may have (real runs: a few thousand)
 
 
 class MetricStore:
@@ -89,6 +90,7 @@ class MetricStore:
         self.log = TidyLog()
         self._log_stale = False  # a logged cell was overwritten: rebuild the log from the blocks
         self.ignored_columns: dict[str, str] = {}  # key -> type of the values that were ignored
+        self._keys: set[str] = set()  # distinct metric names taken (at most MAX_KEYS)
 
     @property
     def path(self) -> str:
@@ -125,7 +127,7 @@ class MetricStore:
         for shape, idx in by_keys.items():
             chosen = [rows[i] for i in idx]
             idx = np.asarray(idx, dtype=np.int64)
-            keys = tuple(k for k in shape if k not in _RESERVED)
+            keys = self._admit(tuple(k for k in shape if k not in _RESERVED), parsed.line_of(int(idx[0])))
             steps[idx] = _column(chosen, shape, "step", np.int64, _step_of)
             if "step" in shape and (steps[idx] < 0).any():
                 self._bad_steps(chosen, idx, steps, parsed)
@@ -149,6 +151,18 @@ class MetricStore:
                 self._merge_stepped(prod, items, steps, times)
             else:
                 self._append_timed(prod, items, times)
+
+    def _admit(self, keys: tuple, line: int) -> tuple:
+        """The keys this store takes: all while it holds fewer than MAX_KEYS distinct names (a
+        line of two million distinct keys is not two million metrics); the rest are a problem."""
+        new = [k for k in keys if k not in self._keys]
+        room = MAX_KEYS - len(self._keys)
+        if len(new) > room:
+            self.tail.problems.add(f"more than {MAX_KEYS:,} distinct metric names: the rest are left out", line)
+            dropped = set(new[max(room, 0):])
+            new, keys = new[:max(room, 0)], tuple(k for k in keys if k not in dropped)
+        self._keys.update(new)
+        return keys
 
     def _bad_steps(self, chosen: list[dict], idx: np.ndarray, steps: np.ndarray, parsed) -> None:
         """A `step` that is a number but no step (negative, fractional, too large) is a problem of

@@ -53,3 +53,21 @@ def test_a_huge_step_costs_that_row_only(hostile):
     tidy = run.metrics()
     assert tidy["step"].max() < 1 << 62 and (tidy["metric"] == "x").any()  # the row at step 12 kept
     assert run.overview().last_step == 12  # the card is not thrown off by 10**30
+
+
+def test_a_line_of_two_million_keys_is_not_two_million_metrics(tmp_path, monkeypatch):
+    from rundash_core import metricstore
+    from rundash_core.io import jsonl
+
+    run_dir = copy_run(NEW_RUN, tmp_path)
+    with open(run_dir / NEW_METRICS, "a") as fh:
+        fh.write('{"step": 20, ' + ", ".join(f'"k{i}": {i}' for i in range(30_000)) + "}\n")
+        fh.write('{"step": 21, "loss/mean": 0.5, "huge": "' + "x" * (9 << 20) + '"}\n')
+        fh.write('{"step": 22, "loss/mean": 0.25}\n')
+    run = rd.open_run(run_dir)
+    tidy = run.metrics()
+    assert tidy["metric"].nunique() <= metricstore.MAX_KEYS
+    whats = [p.what for p in run.problems()]
+    assert any("distinct metric names" in w for w in whats)
+    assert any(f"longer than {jsonl.MAX_LINE_BYTES >> 20} MiB" in w for w in whats)
+    assert 0.25 in set(tidy[tidy["metric"] == "loss/mean"]["value"])  # the rows after are read

@@ -54,6 +54,9 @@ class Parsed:
         return self.first_line + i if self.line_numbers is None else self.line_numbers[i]
 
 
+MAX_LINE_BYTES = 8 << 20  # one metrics row is a few KB; a longer line costs its time and memory, not the server's
+
+
 def parse_jsonl_bytes(buf: bytes, problems: LineProblems, *, first_line: int = 1) -> Parsed:
     """Parse complete JSONL lines; bad lines are counted in `problems`, never raised."""
     if not buf:
@@ -62,6 +65,8 @@ def parse_jsonl_bytes(buf: bytes, problems: LineProblems, *, first_line: int = 1
     if lines[-1] == b"":
         lines.pop()
     try:
+        if max(map(len, lines)) > MAX_LINE_BYTES:
+            raise orjson.JSONDecodeError("a line is too long", "", 0)
         rows = list(map(orjson.loads, lines))  # the fast path: every line is clean JSON
     except orjson.JSONDecodeError:
         rows = [_lenient(raw, problems, first_line + i) for i, raw in enumerate(lines)]
@@ -81,6 +86,9 @@ _SKIP = object()  # a line already accounted for (blank, or counted as a problem
 
 
 def _lenient(raw: bytes, problems: LineProblems, line_no: int):
+    if len(raw) > MAX_LINE_BYTES:
+        problems.add(f"line longer than {MAX_LINE_BYTES >> 20} MiB (skipped)", line_no)
+        return _SKIP
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
