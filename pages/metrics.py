@@ -84,9 +84,12 @@ x = _charts.x_axis(x_choices(index), container=x_slot)
 
 @st.fragment(run_every=None if paused else 5.0)
 def charts() -> None:
-    """Re-reads only appended bytes on every tick while the run is running and not paused."""
+    """Re-reads only appended bytes on every tick while the run is running and not paused; a run
+    that stops meanwhile switches the page out of live mode."""
     idx = index if paused else _ui.read_or_stop(lambda: series_index(run),
                                                 f"the metrics of {run.name}")
+    if not paused and run.overview().status != "running":
+        st.rerun()
     if idx.rows == 0:
         _ui.empty_state("This run has no metrics yet.")
         _ui.problems_panel(run)
@@ -98,3 +101,5 @@ def charts() -> None:
 
 
 charts()
+if ov.status != "running":
+    _ui.live_watch(run)  # a run that looked stopped when the page opened may start again

@@ -180,13 +180,25 @@ class Run(abc.ABC):
         return wide_metrics(self.metrics(), metrics=metrics, producer=producer)
 
     # Config --------------------------------------------------------------------------------------
-    @abc.abstractmethod
-    def config(self) -> dict:
-        """The resolved config of the latest attempt ({} when the run has none)."""
+    def config(self, *, redacted: bool = True) -> dict:
+        """The resolved config of the latest attempt ({} when the run has none), secrets hidden
+        (`rundash_core.redact`; `redacted=False` for the run's owner in a notebook)."""
+        value = self.read_config()
+        return _redact(value) if redacted else value
+
+    def configs(self, attempt: int | None = None, *, redacted: bool = True) -> dict[str, object]:
+        """Every config file of an attempt (default: the latest), by relative name, secrets hidden
+        (text files with `redact_text`)."""
+        files = self.read_configs(attempt)
+        return {name: _redact(v) for name, v in files.items()} if redacted else files
 
     @abc.abstractmethod
-    def configs(self, attempt: int | None = None) -> dict[str, object]:
-        """Every config file of an attempt (default: the latest), by relative name."""
+    def read_config(self) -> dict:
+        """`config()` as the files say it: what a source implements."""
+
+    @abc.abstractmethod
+    def read_configs(self, attempt: int | None = None) -> dict[str, object]:
+        """`configs()` as the files say it: what a source implements."""
 
     def attempts(self) -> list[int]:
         return [1]
@@ -237,6 +249,12 @@ class Run(abc.ABC):
                  pattern: str | None = None, levels: list[str] | None = None) -> pd.DataFrame:
         """Lines of the given log files, merged by time (`frames.LOG_LINES`)."""
         return frames.empty(frames.LOG_LINES)
+
+
+def _redact(value):
+    from .redact import redact, redact_text  # (the contract does not need it to import)
+
+    return redact_text(value) if isinstance(value, str) else redact(value)
 
 
 def wide_metrics(tidy: pd.DataFrame, *, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:

@@ -178,10 +178,15 @@ def parsed(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Parsed state lives in a process-wide cache; every test starts and ends without it."""
+    """Parsed state lives in a process-wide cache, and the app sets the allowed roots for the
+    process: every test starts and ends without either."""
+    from rundash_core.io import files
+
     cache.shared.clear()
+    files.set_roots(None)
     yield
     cache.shared.clear()
+    files.set_roots(None)
 
 
 def copy_run(src: Path, dest_parent: Path, name: str | None = None) -> Path:

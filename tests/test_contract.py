@@ -165,3 +165,26 @@ def test_pages_and_cli_never_branch_on_kind():
     for f in [*root.joinpath("pages").glob("*.py"), root / "app.py", root / "rundash_core" / "cli.py"]:
         text = f.read_text()
         assert ".kind ==" not in text and ".kind !=" not in text and "kind in (" not in text, f.name
+
+
+def test_configs_hide_secrets_unless_the_owner_asks(tmp_path):
+    """`run.config()`/`run.configs()` go through the one redaction rule; `redacted=False` is the
+    owner's opt-in in a notebook."""
+    import json
+    import shutil
+
+    from conftest import NEW_RUN
+
+    run_dir = shutil.copytree(NEW_RUN, tmp_path / NEW_RUN.name, symlinks=True)
+    orch = run_dir / "configs" / "attempt_2" / "resolved" / "orchestrator.json"
+    cfg = json.loads(orch.read_text())
+    cfg["wandb"] = {"key": "0123456789abcdef0123456789abcdef01234567"}
+    cfg["client"] = {"api_key": "sk-live-SECRET-VALUE-123"}
+    orch.write_text(json.dumps(cfg))
+    (run_dir / "configs" / "attempt_2" / "command.txt").write_text("OPENAI_API_KEY=sk-live-SECRET-VALUE-123 uv run rl --token abcdefSECRET\n")
+    run = rd.open_run(run_dir)
+    shown = repr(run.configs()) + repr(run.config())
+    assert "SECRET" not in shown and "0123456789abcdef0123456789abcdef01234567" not in shown
+    assert "max_steps" in repr(run.configs())  # the rest stays
+    raw = run.configs(redacted=False)
+    assert "sk-live-SECRET-VALUE-123" in repr(raw) and "abcdefSECRET" in raw["command.txt"]

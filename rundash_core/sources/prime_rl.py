@@ -118,7 +118,7 @@ class PrimeRLRun(Run):
             extras.append(os.path.join(root, "command.txt"))
         return found + extras
 
-    def configs(self, attempt: int | None = None) -> dict[str, object]:
+    def read_configs(self, attempt: int | None = None) -> dict[str, object]:
         root = self._config_root(attempt)
         return {os.path.relpath(p, root): load_config_file(p).value for p in self.config_files(attempt)}
 
@@ -133,7 +133,7 @@ class PrimeRLRun(Run):
                     out[f[:-5]] = value
         return out
 
-    def config(self) -> dict:
+    def read_config(self) -> dict:
         """rl.json when present (the whole RLConfig), else {component: resolved config}."""
         resolved = self._resolved()
         if "rl" in resolved:

@@ -226,11 +226,11 @@ class RelaxRun(Run):
             ids={k: str(record[k]) for k in ("rollout_id", "sample_index", "group_index") if record.get(k) is not None},
             raw={k: v for k, v in record.items() if k not in ("prompt", "response")})
 
-    def config(self) -> dict:
+    def read_config(self) -> dict:
         """Relax writes no config next to its rollout results."""
         return {}
 
-    def configs(self, attempt: int | None = None) -> dict[str, object]:
+    def read_configs(self, attempt: int | None = None) -> dict[str, object]:
         return {}
 
     # Overview ------------------------------------------------------------------------------------

@@ -185,7 +185,7 @@ class SweLegoRLRun(VerlRun):
     def expected_n(self) -> int:
         """Rollouts per prompt: `actor_rollout_ref.rollout.n` from the logged config (default 8)."""
         try:
-            n = self.config().get("actor_rollout_ref", {}).get("rollout", {}).get("n")
+            n = self.read_config().get("actor_rollout_ref", {}).get("rollout", {}).get("n")
         except Exception:  # a config that cannot be recovered is the verl reader's problem
             n = None
         return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else DEFAULT_N

@@ -154,7 +154,7 @@ class VerlRun(Run):
             cache.shared.get_or_create(key if final else version, lambda: found)
         return found
 
-    def config(self) -> dict:
+    def read_config(self) -> dict:
         """The resolved config the log printed (the latest launch's, read whole), else the launch
         command's overrides; {} when there is neither."""
         found = self.config_prints()
@@ -163,7 +163,7 @@ class VerlRun(Run):
             return prints[-1].value
         return next((p.value for p in found if p.kind == "overrides" and p.value), {})
 
-    def configs(self, attempt: int | None = None) -> dict[str, object]:
+    def read_configs(self, attempt: int | None = None) -> dict[str, object]:
         """The attempt's config print (read whole, as far as it parses plus its raw text, or its
         raw text); with the launch command's overrides and shell variables when there is no
         print read whole."""
