@@ -14,6 +14,9 @@ Subcommands:
 - `charts`: a 20k-step × 300-metric prime-rl run; the Metrics page's figures of one section and of
   the all-metrics view filtered to 50 keys against loading the frame (see `charts`).
 
+- `pages`: the app on the demo in Chromium (Playwright); time to the first chart on Metrics and
+  Compare and to the runs table on Overview against a bare page drawing one plotly chart (see `pages`).
+
 `_one <bench> <contender> <kwargs JSON>` is internal: it measures one contender in this (fresh)
 process and prints one JSON line (see `common.run_one`).
 """
@@ -23,18 +26,19 @@ import argparse
 import json
 import sys
 
-from . import charts, discovery, metrics, verl
+from . import charts, discovery, metrics, pages, verl
 from .common import measure_here
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rundash_core.bench",
                                      description="Benchmarks of rundash against pandas and pyarrow.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{metrics,verl,discovery,charts}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{metrics,verl,discovery,charts,pages}")
     metrics.add_parser(sub)
     verl.add_parser(sub)
     discovery.add_parser(sub)
     charts.add_parser(sub)
+    pages.add_parser(sub)
     one = sub.add_parser("_one")  # internal, left out of the usage line
     one.add_argument("bench", choices=["metrics", "verl", "discovery", "charts"])
     one.add_argument("contender")
