@@ -2,33 +2,32 @@
 
 A key that matches keeps its whole value; a scalar that matches keeps itself; containers keep only
 children with a match. The count is the number of hits in what is kept (keys and scalars), as a
-highlighter would show them.
+highlighter would show them. Secrets are hidden before the search runs, so it cannot find them.
+
+The user's pattern runs on RE2 (`user_regex`): linear time whatever it is, so a search cannot
+freeze the shared server.
 """
 from __future__ import annotations
 
 import json
-import re
 
 from .redact import redact
+from .user_regex import UserPattern, compile_user_pattern
 
 MISSING = object()
 
 
-def compile_search(text: str) -> tuple[re.Pattern | None, str | None]:
-    """(pattern, None), or (None, why the regex is invalid). Empty text means no search."""
-    if not text:
-        return None, None
-    try:
-        return re.compile(text, re.IGNORECASE), None
-    except re.error as e:
-        return None, f"invalid regex: {e}"
+def compile_search(text: str) -> tuple[UserPattern | None, str | None]:
+    """(pattern, None), or (None, why the regex cannot be used). Empty text means no search. The
+    search is case-insensitive."""
+    return compile_user_pattern(text, ignore_case=True)
 
 
 def _scalar_text(value) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def count_hits(value, pattern: re.Pattern) -> int:
+def count_hits(value, pattern: UserPattern) -> int:
     if isinstance(value, dict):
         return sum(bool(pattern.search(str(k))) + count_hits(v, pattern) for k, v in value.items())
     if isinstance(value, list):
@@ -36,7 +35,7 @@ def count_hits(value, pattern: re.Pattern) -> int:
     return 1 if pattern.search(_scalar_text(value)) else 0
 
 
-def prune(value, pattern: re.Pattern):
+def prune(value, pattern: UserPattern):
     """(pruned value or MISSING, hit count)."""
     if isinstance(value, dict):
         out, hits = {}, 0
@@ -57,10 +56,10 @@ def prune(value, pattern: re.Pattern):
     return (value, 1) if pattern.search(_scalar_text(value)) else (MISSING, 0)
 
 
-def filter_text(text: str, pattern: re.Pattern) -> tuple[str, int]:
+def filter_text(text: str, pattern: UserPattern) -> tuple[str, int]:
     """Lines of a text file that match, and the number of hits."""
     lines = [line for line in text.splitlines() if pattern.search(line)]
-    return "\n".join(lines), sum(len(pattern.findall(line)) for line in lines)
+    return "\n".join(lines), sum(pattern.count(line) for line in lines)
 
 
 def render(value) -> tuple[str, str]:
@@ -70,7 +69,7 @@ def render(value) -> tuple[str, str]:
     return ("" if value is None else str(value)), "text"
 
 
-def search_config(value, pattern: re.Pattern | None) -> tuple[str, str, int]:
+def search_config(value, pattern: UserPattern | None) -> tuple[str, str, int]:
     """Text to show (secrets hidden), its language and the hit count for one config file under a
     search."""
     value = redact(value)

@@ -1,43 +1,399 @@
-"""Hiding secrets (API keys, tokens, passwords) in config values before they are shown.
+"""Hiding secrets (API keys, tokens, passwords) in configs and free text: ONE rule for every page.
 
-Configs are untrusted, shared text: a launch command or a resolved config may carry a key. The
-dashboard shows `[hidden]` in its place, for keys whose name says "secret" and for values that
-look like a known credential format, wherever they are.
+Configs are untrusted, shared text. The dashboard shows HIDDEN (`[hidden]`) in place of a secret on
+every page, in the Compare diff and group-by choices, CSV downloads, `run.config()`/`run.configs()`
+and text given to AI analysis. API (there is no "reveal"):
+    redact(value)        a copy of a parsed config (dicts/lists/scalars) with secrets hidden; a str is
+                         free text (redact_text). The argument is not changed.
+    redact_text(text)    free text (command lines, TOML/YAML/JSON text, logs) with secrets hidden.
+    is_secret_name(name) whether a key, flag, env var, header or dotted path names a secret.
+
+NAMES. A name is secret when one of its segments (split at `.` `/` `:`) is. A segment is split into
+lower-case words (camelCase, `-`, `_`, spaces; digits dropped, but `@1` kept); trailing `value`,
+`str`, `b64`, `header`, ... (and `id` after key/cookie) are skipped; the last word is the head:
+  * secret, password, passwd, passphrase, pwd, credential(s), creds, auth, authorization, bearer,
+    cookie, or a head ending in apikey/accesstoken/secretkey/privatekey/password/secret/...:
+    `clientSecret`, `db_password`, `secrets`, `auth_header`, `Authorization`, `openaiapikey`;
+  * `key`/`keys` alone (`key`: TOML `[wandb] key = ...`, `wandb.key`) or after a qualifier (api,
+    access, secret, private, auth, ssh, client, a provider: openai, wandb, hf, aws, ...): `api_key`,
+    `wandbApiKey`, `openai_key`, `aws_secret_access_key`, `access_key_id`, `api_keys`;
+  * `token` alone or after a qualifier (`hf_token`, `HF_TOKEN`, `access_token`, `id_token`); `tokens`
+    only after a qualifier (`api_tokens`): `max_tokens`, `num_tokens`, `tokenizer` stay visible;
+  * `pass` unless it means a step (`db_pass`, `pass`; not `forward_pass`); `pass_at_k`, `pass@1`,
+    `num_passes` stay visible; `session` alone (`session_name`, `num_sessions` stay visible).
+AMBIGUOUS names hide only a value that looks like a credential (one token with a run of >= 16
+letters and digits, >= 4 of each): key/token after another word (`sort_key`, `prompt_key`,
+`pad_token`, `chi2_token`) and `session_id` (an agent trajectory's id stays visible). `key` not last
+(`key_path`, `api_key_var`) is plain. Under a secret name the whole value is hidden: a
+scalar becomes HIDDEN, a list or dict keeps its shape with every leaf hidden (`secrets: {a: 1}` ->
+`{a: HIDDEN}`); None, "" and booleans stay (they carry no secret and show that nothing is set).
+
+VALUES are hidden by shape anywhere: `sk-...`, `hf_...`, `gh[pousr]_...`, `github_pat_...`,
+`xox[abpr]-...`, `AKIA`/`ASIA` key ids, the token after `Bearer`, PEM `PRIVATE KEY` blocks, the
+password of `scheme://user:password@host`; a 40-hex string (W&B key) as a whole value or line (not
+under or after a commit/sha/hash name) or near a secret name or wandb/login/aws on its line; a
+40-character AWS-style secret near such words. In TEXT, what follows a secret name is hidden: flags
+(`--token X`, `--token=X`, `--openai-api-key X`), assignments (`HF_TOKEN=X`, `api_key = "X"`,
+`"password": "X"`, `password: X`), headers (`Authorization: Bearer X`), whole TOML tables
+(`[secrets]`), YAML blocks, JSON/TOML arrays and tables.
+
+Linear time: one scan for literal words (key, tok, pass, auth, sk-, ...) over a lower-cased copy
+finds candidates; each is examined by anchored, possessive patterns over bounded windows, and the
+scan resumes after what it consumed (no region is scanned more than a bounded number of times).
 """
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 HIDDEN = "[hidden]"
-SECRET_KEY = re.compile(
-    r"(^|[_\-.])(api_?key|apikey|secret|secret_?key|password|passwd|token|access_?token|auth_?token|"
-    r"hf_?token|credentials?|private_?key)$", re.IGNORECASE)
-SECRET_VALUE = re.compile(
-    r"\b(sk-[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|"
-    r"xox[abpr]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16})")
-# `--api-key X`, `--wandb.api_key=X`, `OPENAI_API_KEY=X`, `"token": "X"` in text files
-SECRET_ASSIGN = re.compile(
-    r"(?P<name>[\w.\-]*(?:api[_\-]?key|secret|password|passwd|token)[\"']?)(?P<sep>\s*[=:]\s*|\s+)"
-    r"(?P<q>[\"']?)(?P<value>[^\s\"',}]+)", re.IGNORECASE)
+
+# names ----------------------------------------------------------------------------------------------
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|@?[0-9]+")
+_SEGMENTS = re.compile(r"[./:]")
+_STRONG = frozenset("secret password passwd passphrase pwd credential cred creds auth authorization bearer cookie "
+                    "apikey apitoken authtoken accesstoken refreshtoken accesskey secretkey privatekey sessionkey "
+                    "sessiontoken".split())
+_COMPOUND_TAILS = ("apikey", "apitoken", "authtoken", "accesstoken", "accesskey", "secretkey", "privatekey",
+                   "password", "passwd", "passphrase", "secret", "credential")
+_QUALIFIERS = frozenset(
+    "api access secret private auth client service signing sign encryption ssh gpg pgp master license app admin "
+    "root account user db database redis s3 storage session refresh bearer login deploy webhook bot oauth jwt hmac "
+    "personal llm judge provider openai anthropic claude wandb hf huggingface hub github gh gitlab aws gcp google "
+    "azure gemini mistral cohere groq together deepseek fireworks replicate openrouter perplexity xai pinecone "
+    "stripe slack discord telegram comet neptune mlflow clearml modal runpod serper tavily exa brave bing serpapi "
+    "jina voyage firecrawl e2b daytona prime vllm sglang docker npm pypi ngrok cloudflare vercel supabase".split())
+_PASS_NOT = frozenset("forward backward fwd bwd single multi one two first second final last each per num max min "
+                      "extra eval train grad full partial".split())
+_SUFFIXES = frozenset("value values str string b64 base64 raw plain plaintext hex bytes header headers".split())
+_COMMITISH = frozenset("commit sha sha1 sha256 md5 hash revision rev digest checksum uuid etag ref fingerprint "
+                       "version git".split())
+PLAIN, AMBIGUOUS, SECRET = 0, 1, 2
+
+
+def _singular(w: str) -> str:
+    return w[:-1] if w.endswith("s") and not w.endswith("ss") else w
+
+
+@lru_cache(maxsize=65536)
+def _words(segment: str) -> tuple[str, ...]:
+    return tuple(w.lower() for w in _WORD.findall(segment) if not w.isdigit())
+
+
+def _segment_kind(segment: str) -> int:
+    words = list(_words(segment))
+    while len(words) > 1 and words[-1] in _SUFFIXES:
+        words.pop()
+    if len(words) > 1 and words[-1] in ("id", "ids") and _singular(words[-2]) in ("key", "cookie"):
+        words.pop()
+    if not words:
+        return PLAIN
+    head, mod = words[-1], (words[-2] if len(words) > 1 else None)
+    one = _singular(head)
+    if head in _STRONG or one in _STRONG or one.endswith(_COMPOUND_TAILS):
+        return SECRET
+    if one == "key":
+        return SECRET if mod is None or mod in _QUALIFIERS or _singular(mod) in _STRONG else AMBIGUOUS
+    if head == "token":  # `chi2_token`, `pad_token` name LLM tokens: hide only credential-looking values
+        return SECRET if mod is None or mod in _QUALIFIERS or mod in ("id", "csrf", "xsrf") else AMBIGUOUS
+    if head == "tokens":
+        return SECRET if mod in _QUALIFIERS else PLAIN
+    if head == "pass":
+        return SECRET if mod not in _PASS_NOT else PLAIN
+    if one == "session":
+        return SECRET if mod is None else PLAIN
+    if head == "sessionid" or (head in ("id", "ids") and mod == "session"):
+        return AMBIGUOUS  # a web session id is a credential; an agent's trajectory id is not
+    return PLAIN
+
+
+@lru_cache(maxsize=65536)
+def name_kind(name) -> int:
+    """SECRET (hide the value), AMBIGUOUS (hide it only if it looks like a credential) or PLAIN."""
+    kinds = [_segment_kind(s) for s in _SEGMENTS.split(str(name).lstrip("-")) if s]
+    return max(kinds, default=PLAIN)
+
+
+def is_secret_name(name) -> bool:
+    return name_kind(name) == SECRET
+
+
+# values ---------------------------------------------------------------------------------------------
+_HEX40 = re.compile(r"[ \t]*+[0-9a-fA-F]{40}[ \t]*+")
+_AWS40 = re.compile(r"[A-Za-z0-9/+]{40}")
+_CREDENTIAL = re.compile(r"[A-Za-z0-9_\-+/=.]{16,512}")
+_RANDOM_RUN = re.compile(r"[A-Za-z0-9]{16,}+")
+_SHAPE = re.compile(r"(?P<v>sk-[\w\-]{16,}+|hf_[A-Za-z0-9]{16,}+|gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_\w{20,}+|"
+                    r"xox[abpr]-[A-Za-z0-9\-]{10,}+|(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z]))|"
+                    r"(?i:bearer)[ \t]++(?P<b>[A-Za-z0-9._~+/=\-]{8,}+)")
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+
+
+def _looks_credential(s: str) -> bool:
+    """One token with a random-looking run: >= 16 letters and digits, >= 4 of each (not `prompt`,
+    `pytest-dev__pytest-14655-07b4c762` or a UUID)."""
+    run = _RANDOM_RUN.search(s) if _CREDENTIAL.fullmatch(s) else None
+    return run is not None and sum(c.isdigit() for c in run.group()) >= 4 and sum(c.isalpha() for c in run.group()) >= 4
+
+
+def _aws_shaped(s: str) -> bool:
+    return bool(_AWS40.fullmatch(s)) and not s.isupper() and not s.islower() and any(c.isdigit() for c in s)
+
+
+def _hide(value):
+    """Every leaf of a value under a secret name (None, "" and booleans carry nothing and stay)."""
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and not value):
+        return value
+    if isinstance(value, dict):
+        return {_key(k): _hide(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_hide(v) for v in value]
+    return HIDDEN
+
+
+def _key(k):
+    return redact_text(k) if isinstance(k, str) else k
 
 
 def redact(value):
-    """A copy of a parsed config (dict/list/scalars) or text with secrets replaced."""
+    """A copy of a parsed config (dict/list/scalars) or text with secrets replaced by HIDDEN."""
+    return _redact(value, None, False)
+
+
+def _redact(value, name, aws: bool):
     if isinstance(value, dict):
-        return {k: (HIDDEN if _secret_name(k) and v not in (None, "") and not isinstance(v, (dict, list))
-                    else redact(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
+        out = {}
+        for k, v in value.items():
+            kind = name_kind(k) if isinstance(k, str) else PLAIN
+            nk = _key(k)
+            if nk in out:  # two keys whose names were hidden
+                nk = f"{nk} #{len(out)}"
+            out[nk] = _hide(v) if kind == SECRET else _redact(v, k, aws or "aws" in _words(str(k)))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_redact(v, name, aws) for v in value]
     if isinstance(value, str):
+        if name is not None and name_kind(name) == AMBIGUOUS and _looks_credential(value):
+            return HIDDEN
+        if _HEX40.fullmatch(value):  # a W&B key, unless the name says it is a commit or a digest
+            commitish = name is not None and any(w in _COMMITISH for s in _SEGMENTS.split(str(name)) for w in _words(s))
+            return value if commitish else HIDDEN
+        if aws and _aws_shaped(value):
+            return HIDDEN
         return redact_text(value)
     return value
 
 
+# text -----------------------------------------------------------------------------------------------
+# One scan of the lower-cased text finds candidates: a word that may make a name secret, a known value
+# prefix, or a word that makes a line secret-ish; each match runs on to the end of its name. (A flat
+# alternation of literals: `re` then skips positions whose character starts none of them.)
+_CAND = re.compile(r"(?:-----begin|sk-|hf_|gh[pousr]_|github_pat_|xox[abpr]-|bearer|akia|asia|wandb|login|aws|"
+                   r"key|tok|secret|pass|pwd|cred|auth|cookie|session)[a-z0-9_.\-]*+")
+_B64CH = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/")
+_RUN = re.compile(r"[a-z0-9_.\-]*+")  # a name, backwards in the reversed lower-cased text
+_NAMECH = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
+_SEP = re.compile(r"[\"']?[ \t]*+(?:(?P<eq>=)(?!=)|(?P<colon>:)(?!//|:))[ \t]*+")
+_FLAG_SEP = re.compile(r"[ \t]*+=[ \t]*+|[ \t]++(?=[^\s=-])")
+_QUOTED = re.compile(r"\"(?:[^\"\\\n]|\\.)*+\"?|'[^'\n]*+'?")
+_BARE_EQ = re.compile(r"[^\s\"',;&}\])]*+")
+_BARE_COLON = re.compile(r"[^\n\"'}\],]*+")
+_CRED_VALUE = re.compile(r"[\"']?(?P<v>[A-Za-z0-9_\-+/.]{16,512}+={0,2})[\"']?(?![A-Za-z0-9_\-+/=.])")
+_BRACKETS = re.compile(r"\"(?:[^\"\\\n]|\\.)*+\"?|'[^'\n]*+'?|[\[\]{}]")
+_CTX_RUN = re.compile(r"(?<![A-Za-z0-9/+])(?:[0-9a-fA-F]{40}|[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])")
+_HEX_LINE = re.compile(r"\n[ \t\"']*+(?P<v>[0-9a-fA-F]{40})[ \t\"',\r]*+(?=\n|\Z)")  # a line that is only a hex key
+_HEX_FIRST = re.compile(_HEX_LINE.pattern[2:])
+_URL_CREDENTIAL = re.compile(r"://[^\s/:@'\"]*+:(?P<v>[^\s/@'\"]++)@")  # scheme://user:password@host
+_COMMIT_BEFORE = re.compile(r"(?i:commit|sha|hash|revision|digest|checksum)[^\n]*+\Z")
+_TOML_NEXT_TABLE = re.compile(r"\n[ \t]*+\[")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_EMPTY = frozenset(("", "null", "none", "true", "false", "~", '""', "''"))
+_WINDOW = 256  # how far around a secret-ish word its "line" context reaches
+
+
 def redact_text(text: str) -> str:
-    text = SECRET_VALUE.sub(HIDDEN, text)
-    return SECRET_ASSIGN.sub(lambda m: m.group("name") + m.group("sep") + m.group("q") + HIDDEN
-                             if not m.group("name").lower().rstrip("\"'").endswith("tokens") else m.group(0), text)
+    """Free text (command lines, TOML/YAML/JSON text, logs) with secrets replaced by HIDDEN."""
+    if not isinstance(text, str):
+        text = str(text)
+    low = text.lower()
+    if len(low) != len(text):  # a few characters lower-case to two (e.g. U+0130)
+        low = _NON_ASCII.sub("?", text).lower()
+    spans: list[tuple[int, int]] = []
+    n, pos, ctx_until, rev = len(text), 0, 0, None
+    while (m := _CAND.search(low, pos)) is not None:
+        (p, end), floor = m.span(), pos
+        pos, c = end, low[p]
+        what = "shape" if c in "ghxb" or (c == "s" and low[p + 1] == "k") else "ctx" if c in "wl" or (
+            c == "a" and low[p + 1] != "u") else "pem" if c == "-" else None
+        if what == "pem":
+            if (b := _PEM_BEGIN.match(text, p)) is not None:
+                e, q = None, text.find("-----END ", b.end())
+                while q >= 0 and (e := _PEM_END.match(text, q)) is None:
+                    q = text.find("-----END ", q + 1)
+                spans.append((b.end(), q if e else n))
+                pos = e.end() if e else n
+            continue
+        if what and (p == 0 or not text[p - 1].isalnum()) and (s := _SHAPE.match(text, p)) is not None:
+            spans.append(s.span("v") if s.group("v") else s.span("b"))
+            pos = max(end, s.end())
+            if what == "ctx" and p >= ctx_until - _WINDOW // 2:
+                ctx_until = _context(text, p, ctx_until, spans)
+            continue
+        start = p
+        if p > floor and low[p - 1] in _NAMECH:  # the name starts before the word (at most 128 back)
+            if rev is None:
+                rev = low[::-1]
+            start = p - (_RUN.match(rev, n - p, n - floor if p - floor < 128 else n - p + 128).end() - (n - p))
+        kind = name_kind(text[start:end]) if end - start <= 256 else PLAIN
+        if kind != PLAIN:
+            pos = _value(text, start, end, kind, spans)
+        # a secret name without a value of its own (`wandb login KEY`, `password KEY`) or wandb/aws: look
+        # for a 40-character key on its line
+        if ((kind == SECRET and pos == end) or what == "ctx") and p >= ctx_until - _WINDOW // 2:
+            ctx_until = _context(text, p, ctx_until, spans)
+    if (h := _HEX_FIRST.match(text)) is not None:
+        spans.append(h.span("v"))
+    spans.extend(u.span("v") for u in _URL_CREDENTIAL.finditer(text))
+    spans.extend(h.span("v") for h in _HEX_LINE.finditer(text)  # a hex alone on its line, but not after `commit:`
+                 if not _COMMIT_BEFORE.search(text, max(0, h.start() - 40), h.start()))
+    return _apply(text, spans)
 
 
-def _secret_name(key) -> bool:
-    return isinstance(key, str) and bool(SECRET_KEY.search(key))
+def _context(text: str, p: int, done: int, spans: list) -> int:
+    """Hide 40-hex and AWS-style 40-character runs on the line around a secret-ish word at p (within
+    _WINDOW characters, from `done` on); returns where this scan stopped."""
+    lo, le = max(0, p - _WINDOW), text.find("\n", p, p + _WINDOW)
+    a, b = max(text.rfind("\n", lo, p) + 1 or lo, done), (le if le >= 0 else min(len(text), p + _WINDOW))
+    stop = min(len(text), b + 64)
+    while b < stop and text[b] in _B64CH:  # do not cut a run at the window's end
+        b += 1
+    for r in _CTX_RUN.finditer(text, a, b):
+        if not r.group().strip("0123456789abcdefABCDEF") or _aws_shaped(r.group()):
+            spans.append(r.span())
+    return b
+
+
+def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
+    """Hide what follows a secret (or ambiguous) name at text[start:end]; returns where the scan
+    resumes: after a hidden value, else at the value (which is then scanned like any text)."""
+    n, name = len(text), text[start:end]
+    if kind == SECRET and text[start - 1:start] == "[" and text.startswith("]", end) and \
+            text[text.rfind("\n", max(0, start - 64), start) + 1:start].strip() in ("[", "[["):
+        return _toml_table(text, end, spans)  # a line `[secrets]` / `[[api_keys]]`
+    flag = name.startswith("-") or name.lower() in ("password", "passwd")  # netrc: `password X`
+    sep = (_FLAG_SEP.match(text, end) if flag else None) or _SEP.match(text, end)
+    if sep is None:
+        return end
+    colon = sep.re is _SEP and sep.lastgroup == "colon"
+    v = sep.end()
+    if v >= n:
+        return v
+    c = text[v]
+    if kind == AMBIGUOUS:  # `sort_key = X`: hide X only if it looks like a credential
+        cred = _CRED_VALUE.match(text, v)
+        if cred is not None and _looks_credential(cred.group("v")):
+            spans.append(cred.span("v"))
+            return cred.end()
+        return v
+    if c in "[{":
+        close = _bracket_end(text, v)
+        spans.append((v, close))
+        return close
+    if c in "\r\n#|>" and colon:  # a YAML block: `secrets:` / `key: |` then indented lines
+        return _yaml_block(text, start, v, spans)
+    if text.startswith('"""', v) or text.startswith("'''", v):
+        close = text.find(text[v:v + 3], v + 3)
+        a, b = v + 3, (close if close >= 0 else n)
+        resume = b + 3 if close >= 0 else n
+    elif c in "\"'":
+        q = _QUOTED.match(text, v)
+        a, b, resume = v + 1, q.end() - (q.end() - v > 1 and text[q.end() - 1] == c), q.end()
+    else:
+        bare = (_BARE_COLON if colon else _BARE_EQ).match(text, v)
+        a, b = v, bare.end()
+        while b > a and text[b - 1] in " \t\r":
+            b -= 1
+        resume = bare.end()
+    value = text[a:b]
+    if value.strip().lower() in _EMPTY:
+        return a
+    spans.append((a, b))
+    return resume
+
+
+def _bracket_end(text: str, v: int) -> int:
+    depth = 0
+    for t in _BRACKETS.finditer(text, v):
+        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(t.group(), 0)
+        if depth == 0:
+            return t.end()
+    return len(text)  # never closed: hide to the end rather than show a secret
+
+
+def _lines(text: str, i: int, stop: int):
+    """(start, end) of the lines after the newline at or after i, up to `stop`."""
+    i = text.find("\n", i)
+    while 0 <= i < stop:
+        j = text.find("\n", i + 1, stop)
+        j = stop if j < 0 else j
+        yield i + 1, j
+        i = j
+
+
+def _yaml_block(text: str, start: int, v: int, spans: list) -> int:
+    """`secrets:` then more-indented lines (or `- item` lines): hide each line's value."""
+    ls = text.rfind("\n", max(0, start - _WINDOW), start) + 1
+    prefix = text[ls:start]
+    if prefix.strip(" \t-\"'"):
+        return v
+    indent, dashed = len(prefix) - len(prefix.lstrip(" \t")), "-" in prefix
+    resume = v
+    for a, b in _lines(text, v, len(text)):
+        line = text[a:b].rstrip("\r")
+        body = line.lstrip(" \t")
+        ind = len(line) - len(body)
+        if body and not (ind > indent or (ind == indent and not dashed and body.startswith("- "))):
+            break
+        resume = b
+        if body and not body.startswith("#"):
+            _hide_line(a + ind, body, (":", "- "), spans)
+    return resume
+
+
+def _toml_table(text: str, end: int, spans: list) -> int:
+    nxt = _TOML_NEXT_TABLE.search(text, end)
+    stop = nxt.start() if nxt else len(text)
+    for a, b in _lines(text, end, stop):
+        line = text[a:b].rstrip("\r")
+        body = line.lstrip(" \t")
+        if body and not body.startswith("#"):
+            _hide_line(a + len(line) - len(body), body, ("=",), spans)
+    return stop
+
+
+def _hide_line(a: int, body: str, seps: tuple[str, ...], spans: list) -> None:
+    """Hide a line's value: after its first separator (`key: `, `- `, `key = `), else all of it."""
+    cut = 0
+    for s in seps:
+        i = body.find(s)
+        if i >= 0 and (s != "- " or i == 0):
+            cut = i + len(s)
+            break
+    while cut < len(body) and body[cut] in " \t":
+        cut += 1
+    if cut < len(body):
+        spans.append((a + cut, a + len(body)))
+
+
+def _apply(text: str, spans: list[tuple[int, int]]) -> str:
+    if not spans:
+        return text
+    out, last = [], 0
+    for a, b in sorted(spans):
+        if b > last and a < b:
+            if a >= last:  # else it overlaps the previous hidden span: extend that one
+                out += (text[last:a], HIDDEN)
+            last = b
+    out.append(text[last:])
+    return "".join(out)
