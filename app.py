@@ -2,6 +2,8 @@
 
 Start: `streamlit run app.py -- DIR...` (or RUNDASH_DIRS); with no directory, the built-in demo.
 """
+import logging
+
 import streamlit as st
 
 from pages import _ui
@@ -18,4 +20,8 @@ nav = st.navigation([
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("pages/config.py", title="Config", icon=":material/settings:"),
 ])
-nav.run()
+try:
+    nav.run()
+except Exception as e:  # noqa: BLE001 - what no reader foresaw: a message, never Streamlit's error page
+    logging.getLogger("rundash").exception("page %r failed (run %s)", nav.title, getattr(run, "path", None))
+    _ui.page_failed(e, run)

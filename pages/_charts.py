@@ -104,6 +104,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "chart"
 
 
-def colors_for(labels: list[str]) -> dict[str, str]:
-    """One stable colour per run: its position in the selection."""
-    return {label: figures.color_of(i) for i, label in enumerate(labels)}
+def colors_for(labels: list[str]) -> dict[str, tuple[str, str]]:
+    """One stable (colour, dash) per run: its position in the selection (past the palette's
+    colours, the same colours dashed)."""
+    return {label: figures.style_of(i) for i, label in enumerate(labels)}

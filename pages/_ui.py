@@ -8,7 +8,8 @@ from __future__ import annotations
 import streamlit as st
 
 from rundash_core import streamlit_cache as sc
-from rundash_core.present import fold_list, format_duration, format_time, md_code, md_escape, step_headline
+from rundash_core.present import (fold_list, format_duration, format_time, md_code, md_escape, step_headline,
+                                  text_or)
 from rundash_core.run import Run
 from rundash_core.settings import check_added_dir
 
@@ -22,16 +23,17 @@ def all_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def ensure_app_ran() -> None:
-    """Make sure app.py (navigation, sidebar, run selection) ran for this script run.
+    """Make sure app.py (navigation, sidebar, run selection, the page's error handler) runs this
+    page.
 
-    On a fresh server whose first request is a page URL (`/metrics?run=…`, a shared link),
-    Streamlit still runs `pages/<name>.py` directly in its older multipage mode, because app.py has
-    not called `st.navigation` yet. Such a run switches Streamlit to app.py's navigation (what
-    `st.navigation` itself does) and reruns, so the link opens the page the normal way."""
-    if "_dirs" in st.session_state:
-        return
+    With a `pages/` folder next to app.py, Streamlit runs `pages/<name>.py` directly in its older
+    multipage mode until app.py has called `st.navigation` (a fresh server whose first request is
+    a page URL, a shared link). Such a run switches Streamlit to app.py's navigation (what
+    `st.navigation` itself does) and reruns, so the page opens the normal way."""
     from streamlit.runtime.pages_manager import PagesManager
 
+    if "_dirs" in st.session_state and not PagesManager.uses_pages_directory:
+        return
     PagesManager.uses_pages_directory = False
     st.rerun()
 
@@ -176,6 +178,12 @@ def field(col, label: str, value: str, help: str | None = None) -> None:
     col.markdown(f"**{md_escape(value)}**", help=help)
 
 
+def _envs_help(envs) -> str | None:
+    """The full env list as the tooltip of a folded one (more than two envs)."""
+    envs = [e for e in (envs or []) if text_or(e, "")]
+    return ", ".join(md_escape(e) for e in envs) if len(envs) > 2 else None
+
+
 def run_card(run: Run) -> None:
     """The run card: step headline, status, duration (ticking while running), model, resumes,
     envs, created. Re-runs by itself every second while the run is live."""
@@ -187,17 +195,37 @@ def run_card(run: Run) -> None:
     def _card() -> None:
         o = run.overview() if interval else ov
         st.markdown(f"## {md_escape(step_headline(o.step, o.max_steps))}")
-        st.caption(f"{md_escape(o.name)} · {o.kind} · {o.flavor}")
+        st.caption(f"{md_escape(o.name)} · {text_or(o.kind, 'n/a')} · {text_or(o.flavor, 'n/a')}")
+        st.caption(md_code(o.path))  # the full path (the runs table shortens it)
         cols = st.columns([1.1, 1, 1.4, 0.8, 1.5, 1.2, 1.4])
         cols[0].caption("STATUS")
         cols[0].markdown(status_text(o.status))
         field(cols[1], "DURATION", format_duration(o.duration_s))  # overview() measures to now while running
-        field(cols[2], "MODEL", o.model or "n/a")
+        field(cols[2], "MODEL", text_or(o.model, "n/a"))  # never "None" / "nan"
         field(cols[3], "RESUMES", str(max(o.attempts - 1, 0)), help=f"{o.attempts} attempt(s)")
-        field(cols[4], "TRAIN ENVS", fold_list(o.train_envs),
-              help=", ".join(md_escape(e) for e in o.train_envs) if len(o.train_envs) > 2 else None)
-        field(cols[5], "EVAL ENVS", fold_list(o.eval_envs),
-              help=", ".join(md_escape(e) for e in o.eval_envs) if len(o.eval_envs) > 2 else None)
+        field(cols[4], "TRAIN ENVS", fold_list(o.train_envs), help=_envs_help(o.train_envs))
+        field(cols[5], "EVAL ENVS", fold_list(o.eval_envs), help=_envs_help(o.eval_envs))
         field(cols[6], "CREATED", format_time(o.created))
 
     _card()
+
+
+def live_watch(run: Run, every_s: float = 10.0) -> None:
+    """For a page opened while the run looked stopped: re-checks its status on every tick (cheap:
+    the cached summary) and reruns the page in live mode once it is running again."""
+    @st.fragment(run_every=every_s)
+    def watch() -> None:
+        try:
+            if run.overview().status == "running":
+                st.rerun()
+        except Exception:  # noqa: BLE001 - a reader failure is the page's to show, not the watcher's
+            return
+    watch()
+
+
+def page_failed(error: Exception, run: Run | None) -> None:
+    """The message a page shows when something unforeseen failed: which run, what went wrong;
+    the traceback stays in the server log for the operator."""
+    where = f" for run {md_code(run.run_id)} ({md_code(run.path)})" if run is not None else ""
+    st.error(f"This page could not be shown{where}: {type(error).__name__}: {md_escape(str(error)[:300])}. "
+             "The server log has the details.")

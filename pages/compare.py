@@ -5,23 +5,39 @@ from pages import _charts, _ui
 from rundash_core import streamlit_cache as sc
 from rundash_core.charts.aliases import alias_table
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, run_series_frame
-from rundash_core.compare import config_diff, config_value, group_band, summary
-from rundash_core.present import md_code, md_escape
+from rundash_core.compare import (config_diff, default_runs, group_band, group_labels, missing_configs,
+                                  read_config, summary)
+from rundash_core.present import ABSENT, md_code, md_escape, short_labels, shorten, table_height
 from rundash_core.redact import redact
 
 ALIGN = {"step": "step", "time": "relative wall time"}
+NAME_WIDTH = 30  # run names in table cells and headers; longer ones are shortened in the middle
+VALUE_WIDTH = 60  # config values in the diff
+
+
+def chosen_runs(ids: list[str], default: list[str]) -> list[str]:
+    """The runs the picker holds right now: this session's choice, else the link's (`?runs=`),
+    else the default."""
+    if "runs" in st.session_state:
+        return [r for r in st.session_state["runs"] if r in ids]
+    linked = st.query_params.get_all("runs")
+    return [r for r in linked if r in ids] if linked else default
 
 
 def pick_runs(runs) -> list[str]:
-    """A regex on run names narrows the choices; the selection lives in the URL (`?runs=`)."""
+    """The current run and up to four recent runs of its kind are preselected; a regex on run names
+    narrows the other choices, never the chosen runs (they stay in the picker); the selection lives
+    in the URL (`?runs=`)."""
     c1, c2 = st.columns([1, 2.5])
     with c1:
         pattern = _charts.regex_filter("Run names (regex)", key="match", placeholder="e.g. qwen3|gsm8k")
-    ids = [r for r in runs["run_id"] if pattern is None or pattern.search(r)]
-    current = st.session_state.get("run_id")
-    default = [r for r in ids if r == current][:1]
-    return _charts.url_widget(c2.multiselect, "Runs", ids, key="runs", default=default,
-                              help="Two or more runs, any mix of kinds; each keeps one colour on every chart.")
+    ids = [str(r) for r in runs["run_id"]]
+    default = default_runs(runs, st.session_state.get("run_id"))
+    keep = set(chosen_runs(ids, default)) | set(default)  # the default too: the widget needs it among the options
+    options = [r for r in ids if r in keep or pattern is None or pattern.search(r)]
+    return _charts.url_widget(c2.multiselect, "Runs", options, key="runs", default=default,
+                              help="Two or more runs, any mix of kinds; each keeps one colour (and line style) "
+                                   "on every chart. Opens with the current run and recent runs of its kind.")
 
 
 def overlays(indexes, metrics, align, opts, colors) -> None:
@@ -29,24 +45,52 @@ def overlays(indexes, metrics, align, opts, colors) -> None:
     _charts.chart_grid(charts, key="cmp")
 
 
-def summary_block(frames, metrics) -> None:
+def summary_block(frames, metrics, labels: dict[str, str]) -> None:
     st.markdown("#### Summary")
     table = summary(frames, metrics)
     if table.empty:
         _ui.empty_state("None of these metrics is logged by the selected runs.")
         return
-    st.dataframe(table, hide_index=True, width="stretch")
+    table = table.assign(run=table["run"].map(labels))
+    st.dataframe(table, hide_index=True, width="stretch", placeholder=ABSENT, height=table_height(len(table)),
+                 column_config={
+                     "run": st.column_config.TextColumn("run", help=f"Names longer than {NAME_WIDTH} characters "
+                                                        "are shortened in the middle; the list above the "
+                                                        "charts has them whole."),
+                     "better": st.column_config.TextColumn(
+                         "better", help="↑ higher is better (reward, score, accuracy, pass@k, throughput), "
+                                        "↓ lower is better (loss, KL, time, grad norm); — no known direction "
+                                        "(entropy, lengths, learning rate): no best then."),
+                     "best": st.column_config.NumberColumn("best", help="The max of ↑ metrics, the min of ↓ ones."),
+                     "step_of_best": st.column_config.NumberColumn("best at", format="%d",
+                                                                   help="The first step reaching the best value."),
+                 })
 
 
-def config_block(configs) -> str | None:
+def config_block(configs, labels: dict[str, str]) -> str | None:
     """The config diff; returns the config key chosen to group runs by (or None)."""
     st.markdown("#### Config")
     only = _charts.url_widget(st.toggle, "Differences only", key="diff_only", value=True)
+    missing = missing_configs(configs)
+    if missing:
+        st.warning("No config could be read for " + ", ".join(md_code(r) for r in missing)
+                   + " (none found, or unreadable: the run's file problems say which)"
+                   + (": it is" if len(missing) == 1 else ": they are")
+                   + " left out of the diff, so whether it differs is unknown.", icon=":material/help:")
     diff = config_diff(configs, differences_only=only)
-    if diff.empty:
-        st.caption("The configs are identical." if only else "No config found for these runs.")
+    if len(configs) - len(missing) < 2:
+        st.caption("Fewer than two of these runs have a readable config: there is nothing to compare.")
+    elif diff.empty:
+        st.caption("The readable configs are identical." if only else "These configs have no keys.")
     else:
-        st.dataframe(diff, width="stretch", height=min(600, 38 + 35 * len(diff)))
+        shown = diff.map(lambda v: shorten(v, VALUE_WIDTH), na_action="ignore")
+        columns = {"_index": st.column_config.TextColumn("key", pinned=True)}
+        for run in diff.columns:
+            columns[run] = st.column_config.TextColumn(
+                labels.get(run, run), help=f"{md_escape(run)} · values longer than {VALUE_WIDTH} characters are "
+                                           "shortened in the middle; the Config page shows them whole.")
+        st.dataframe(shown, width="stretch", height=table_height(len(shown), max_rows=16), placeholder=ABSENT,
+                     column_config=columns)
     keys = list((diff if only else config_diff(configs, differences_only=True)).index)
     return _charts.url_widget(st.selectbox, "Group runs by config key", [None, *keys], key="group",
                               format_func=lambda k: "(no grouping)" if k is None else k,
@@ -54,7 +98,7 @@ def config_block(configs) -> str | None:
 
 
 def groups_block(indexes, configs, key, metrics, align) -> None:
-    groups = {label: str(config_value(configs[label], key)) for label in indexes}
+    groups = group_labels({label: configs[label] for label in indexes}, key)
     st.markdown(f"#### Grouped by {md_code(key)}")
     st.caption(" · ".join(f"{md_escape(g)}: {sum(v == g for v in groups.values())} run(s)"
                           for g in sorted(set(groups.values()))))
@@ -73,7 +117,9 @@ runs = _ui.runs_list()
 st.markdown("## Compare")
 chosen = pick_runs(runs)
 with st.expander("Canonical metric aliases (how runs of different frameworks line up)"):
-    st.dataframe(alias_table(), hide_index=True, width="stretch")
+    aliases = alias_table()
+    st.dataframe(aliases, hide_index=True, width="stretch", placeholder=ABSENT,
+                 height=table_height(len(aliases), max_rows=16))
 if len(chosen) < 2:
     _ui.empty_state("Pick two or more runs to compare.")
     st.stop()
@@ -94,10 +140,12 @@ if align == "time" and untimed:
 available = [m for m in alias_table()["alias"].drop_duplicates() if any(m in ix.metrics for ix in indexes.values())]
 metrics = _charts.url_widget(st.multiselect, "Metrics", available, key="metrics", default=available)
 colors = _charts.colors_for(chosen)
-st.caption(" · ".join(f"{md_code(r)} ({selected[r].kind})" for r in chosen))
+labels = dict(zip(chosen, short_labels(chosen, NAME_WIDTH)))
+st.caption(" · ".join(f"{md_code(r)} ({md_escape(selected[r].kind)})" for r in chosen))
 overlays(indexes, metrics, align, opts, colors)
-summary_block(frames, metrics)
-configs = {rid: redact(_ui.run_config(run)) for rid, run in selected.items()}  # secrets: [hidden]
-group_key = config_block(configs)
+summary_block(frames, metrics, labels)
+configs = {rid: (redact(cfg) if cfg else None) for rid, cfg in  # secrets: [hidden]
+           ((rid, read_config(run)) for rid, run in selected.items())}
+group_key = config_block(configs, labels)
 if group_key:
     groups_block(indexes, configs, group_key, metrics, align)

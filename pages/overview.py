@@ -2,15 +2,31 @@
 import streamlit as st
 
 from pages import _ui
+from rundash_core.present import ABSENT, shorten, table_height
 from rundash_core.runs_table import RUNS_TABLE_COLUMNS, filter_runs
 
+PATH_WIDTH, MODEL_WIDTH = 48, 32  # characters shown; longer values are shortened in the middle
+TABLE_ROWS = 20  # the runs list shows this many runs whole, then scrolls
 TABLE_COLUMNS = {
-    "run_id": st.column_config.TextColumn("run"),
+    "run_id": st.column_config.TextColumn("run", pinned=True),
     "step": st.column_config.NumberColumn("step", format="%d"),
-    "max_steps": st.column_config.NumberColumn("max", format="%d"),
+    "max_steps": st.column_config.NumberColumn("max", format="%d", help="The run's step limit (— when it has none)."),
+    "model": st.column_config.TextColumn("model", help=f"Names longer than {MODEL_WIDTH} characters (local "
+                                                       "checkpoint paths) are shortened in the middle; the run "
+                                                       "card shows the selected run's whole."),
     "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
     "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
+    "path": st.column_config.TextColumn("path", help=f"Shortened in the middle to {PATH_WIDTH} characters; the run "
+                                                     "card shows the selected run's full path (select a row)."),
 }
+
+
+def display_rows(shown):
+    """The runs list as shown: long paths and model names shortened in the middle (their start and
+    end stay readable), absent values left absent (the table shows them as —)."""
+    table = shown[RUNS_TABLE_COLUMNS]
+    return table.assign(path=table["path"].map(lambda p: shorten(p, PATH_WIDTH), na_action="ignore"),
+                        model=table["model"].map(lambda m: shorten(m, MODEL_WIDTH), na_action="ignore"))
 
 
 def runs_filters(runs):
@@ -30,8 +46,9 @@ def runs_table(filters) -> None:
     if shown.empty:
         _ui.empty_state("No runs match these filters.")
         return
-    event = st.dataframe(shown[RUNS_TABLE_COLUMNS], hide_index=True, width="stretch", key="runs_table",
-                         on_select="rerun", selection_mode="single-row", column_config=TABLE_COLUMNS)
+    event = st.dataframe(display_rows(shown), hide_index=True, width="stretch", key="runs_table",
+                         on_select="rerun", selection_mode="single-row", column_config=TABLE_COLUMNS,
+                         placeholder=ABSENT, height=table_height(len(shown), max_rows=TABLE_ROWS))
     rows = event.selection.rows if event is not None else []
     if rows and rows[0] < len(shown):
         chosen = shown.iloc[rows[0]]["run_id"]

@@ -12,32 +12,50 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-SUMMARY_COLUMNS = ["run", "metric", "producer", "last", "min", "max", "best", "step_of_best", "steps"]
+from .present import ABSENT  # how an absent value reads in a table or a legend
+
+SUMMARY_COLUMNS = ["run", "metric", "producer", "last", "min", "max", "better", "best", "step_of_best", "steps"]
 BAND_COLUMNS = ["group", "x", "mean", "std", "n"]
 
-# A metric is "lower is better" when one of these words is a whole part of its name (parts split
-# on / _ - : @ ( ) .): losses, KL, perplexity, times, gradient norms, errors and truncation shares.
+# Which way a metric is better, from the words of its name (parts split on / _ - : @ ( ) . and
+# blanks). Two-sided words win over everything (entropy_loss, kl_coef, reward/std have no better
+# direction), then "lower" words, then "higher" words; a name with none of them has no direction.
+# Lengths are deliberately in no list: a longer response is not better or worse by itself (it is
+# reasoning to one run and rambling to another), so "response length" gets no best, while
+# response_length/clip_ratio (truncations) is lower-is-better through its clip ratio.
+_TWO_SIDED = {"entropy", "coef", "coeff", "lr", "std", "var", "variance"}
 _LOWER = {"loss", "kl", "perplexity", "ppl", "time", "timing", "latency", "lag", "wait", "error",
           "errored", "errors", "truncated", "cancelled", "aborted", "failed", "failure", "timeout",
           "clipfrac", "dropped", "stale", "idle", "chi2", "mismatch", "nan", "memory", "preemptions",
           "waiting", "none"}  # "none": solved_none
 _LOWER_PAIRS = {("grad", "norm"), ("clip", "ratio")}
-_NEUTRAL = {"entropy", "coef", "coeff", "lr"}  # no better direction: reported as max
+_HIGHER = {"reward", "rewards", "score", "scores", "acc", "accuracy", "correct", "success", "solved",
+           "pass", "throughput", "mfu"}
+_HIGHER_AT = re.compile(r"(?:^|[/_])(?:pass|avg|best|worst|maj)@\d+")  # pass@k, avg@k, best@k/mean, ...
 _SPLIT = re.compile(r"[/_\-:@().\s]+")
 
 
-def lower_is_better(metric: str) -> bool:
-    """Whether the best value of `metric` is its minimum (else its maximum); a name heuristic."""
-    parts = [p for p in _SPLIT.split(metric.lower()) if p]
-    if any(p in _NEUTRAL for p in parts):
-        return False
-    return any(p in _LOWER for p in parts) or any(pair in _LOWER_PAIRS for pair in zip(parts, parts[1:]))
+def direction(metric: str) -> str | None:
+    """"up" when a higher value of `metric` is better (reward, score, accuracy, pass@k, throughput,
+    MFU), "down" when lower is better (loss, KL, perplexity, time, grad norm, errors, truncation,
+    clip ratios), None when neither is known (entropy, learning rate, lengths, coefficients, std and
+    every name with none of these words). The one rule the Compare summary's "best" follows."""
+    lowered = metric.lower()
+    parts = [p for p in _SPLIT.split(lowered) if p]
+    if any(p in _TWO_SIDED for p in parts):
+        return None
+    if any(p in _LOWER for p in parts) or any(pair in _LOWER_PAIRS for pair in zip(parts, parts[1:])):
+        return "down"
+    if any(p in _HIGHER for p in parts) or _HIGHER_AT.search(lowered):
+        return "up"
+    return None
 
 
 def summary(frames: Mapping[str, pd.DataFrame], metrics: Sequence[str] | None = None) -> pd.DataFrame:
-    """Per run, metric and producer: last / min / max, best (min or max by `lower_is_better`), the
-    first step reaching it, and the number of steps logged. Only step-keyed rows count: time-keyed
-    rows (prime-rl inference, step <NA>) have no step of best and are left out."""
+    """Per run, metric and producer: last / min / max, which way is better (`direction`: "↑", "↓"
+    or <NA>), the best value (the max or min that way; <NA> when no way is better, e.g. entropy) and
+    the first step reaching it, and the number of steps logged. Only step-keyed rows count:
+    time-keyed rows (prime-rl inference, step <NA>) have no step of best and are left out."""
     rows = []
     for run, df in frames.items():
         if df is None or not len(df):
@@ -54,17 +72,49 @@ def summary(frames: Mapping[str, pd.DataFrame], metrics: Sequence[str] | None = 
             ["metric", "producer", "step"], keep="last")
         for (metric, producer), g in df.groupby(["metric", "producer"], sort=False):
             steps, values = g["step"].to_numpy(), g["value"].to_numpy(dtype="float64")
-            i = int(np.argmin(values) if lower_is_better(metric) else np.argmax(values))  # first of ties
+            way = direction(metric)
+            best = step_of_best = None
+            if way is not None:
+                i = int(np.argmax(values) if way == "up" else np.argmin(values))  # first of ties
+                best, step_of_best = values[i], int(steps[i])
             rows.append({"run": run, "metric": metric, "producer": producer, "last": values[-1],
-                         "min": values.min(), "max": values.max(), "best": values[i],
-                         "step_of_best": int(steps[i]), "steps": len(steps)})
+                         "min": values.min(), "max": values.max(),
+                         "better": {"up": "↑", "down": "↓"}.get(way), "best": best,
+                         "step_of_best": step_of_best, "steps": len(steps)})
     out = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     if metrics is not None and len(out):
         order = {m: i for i, m in enumerate(metrics)}
         runs = {r: i for i, r in enumerate(frames)}
         out = out.sort_values(["metric", "run"], key=lambda s: s.map(order if s.name == "metric" else runs),
                               kind="stable")
-    return out.astype({"step_of_best": "Int64", "steps": "Int64"}).reset_index(drop=True)
+    out = out.astype({"best": "float64", "step_of_best": "Int64", "steps": "Int64"})
+    out["better"] = out["better"].astype("string")
+    return out.reset_index(drop=True)
+
+
+def default_runs(runs: pd.DataFrame, current: str | None, n: int = 4) -> list[str]:
+    """The runs Compare opens with: `current` and up to `n` other runs of its kind (those of its
+    flavor first, each group most recently updated first), so the page is never empty when two or
+    more runs exist: without another run of its kind, the most recently updated run of any kind
+    joins it. `runs` is the runs list (`rd.discover`): kinds are compared as data."""
+    if runs is None or runs.empty:
+        return []
+    updated = pd.to_datetime(runs["updated"], utc=True, errors="coerce") if "updated" in runs.columns else None
+    by_recency = runs.assign(_updated=updated).sort_values("_updated", ascending=False, na_position="last",
+                                                            kind="stable") if updated is not None else runs
+    recent = [str(r) for r in by_recency["run_id"]]
+    if current not in recent:
+        return recent[:2]
+    me = by_recency[by_recency["run_id"].astype(str) == current].iloc[0]
+    flavor = by_recency["flavor"] if "flavor" in runs.columns else pd.Series("", index=by_recency.index)
+    same_kind = by_recency[(by_recency["kind"].astype(str) == str(me["kind"]))
+                           & (by_recency["run_id"].astype(str) != current)]
+    same_flavor_first = same_kind.assign(_other=(flavor[same_kind.index].astype(str) != str(flavor[me.name])))
+    same_flavor_first = same_flavor_first.sort_values("_other", kind="stable")
+    chosen = [current, *[str(r) for r in same_flavor_first["run_id"]][:n]]
+    if len(chosen) < 2:
+        chosen += [r for r in recent if r not in chosen][:2 - len(chosen)]
+    return chosen
 
 
 # config ------------------------------------------------------------------------------------------
@@ -90,15 +140,43 @@ def render_value(v) -> str:
         return str(v)
 
 
-def config_diff(configs: Mapping[str, dict], *, differences_only: bool = True) -> pd.DataFrame:
+def read_config(run) -> dict | None:
+    """`run.config()`, or None when the run has no config to compare: it raised, is not a dict or
+    is empty (the run's problems say why). None is "unknown", never "the same as the others"."""
+    try:
+        cfg = run.config()
+    except Exception:  # noqa: BLE001 - an unreadable config is reported as unknown, not raised
+        return None
+    return cfg if isinstance(cfg, dict) and cfg else None
+
+
+def missing_configs(configs: Mapping[str, dict | None]) -> list[str]:
+    """The runs whose config is unknown (None or empty), in order."""
+    return [run for run, cfg in configs.items() if not cfg]
+
+
+def config_diff(configs: Mapping[str, dict | None], *, differences_only: bool = True) -> pd.DataFrame:
     """Dotted key × run table of rendered values (<NA> where a run lacks the key), sorted by key.
-    `differences_only` keeps the keys whose value differs between runs or is missing in one."""
-    flat = {run: {k: render_value(v) for k, v in flatten_config(cfg).items()} for run, cfg in configs.items()}
+    `differences_only` keeps the keys whose value differs between runs or is missing in one.
+    Runs whose config is unknown (None or {}: `missing_configs`) have no column and take no part
+    in the comparison: an unreadable config is not a config without keys."""
+    flat = {run: {k: render_value(v) for k, v in flatten_config(cfg).items()}
+            for run, cfg in configs.items() if cfg}
     keys = sorted(set().union(*[f.keys() for f in flat.values()])) if flat else []
     if differences_only:
         keys = [k for k in keys if len({f.get(k) for f in flat.values()}) > 1]  # a missing key is None
     data = {run: pd.array([f.get(k) for k in keys], dtype="string") for run, f in flat.items()}
     return pd.DataFrame(data, index=pd.Index(keys, name="key", dtype=object), columns=list(flat))
+
+
+def group_labels(configs: Mapping[str, dict | None], key: str) -> dict[str, str]:
+    """Per run, its value at a dotted config key as text (`render_value`), "—" when the run's
+    config lacks the key or is unknown: the groups of "Group runs by config key"."""
+    out = {}
+    for run, cfg in configs.items():
+        value = config_value(cfg or {}, key)
+        out[run] = ABSENT if value is None else render_value(value)
+    return out
 
 
 def config_value(cfg: dict, dotted_key: str):

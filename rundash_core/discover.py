@@ -208,7 +208,7 @@ def _row(cls: type[Run], path: str, run_id: str, now: float) -> tuple[Overview, 
 
 def _again(last: tuple, now: float) -> pd.DataFrame:
     _sig, frame, overviews = last
-    status = [ov.at(now).status for ov in overviews]
+    status = [ov.status_at(now) for ov in overviews]
     frame = frame.copy()
     if list(frame["status"]) != status:
         frame["status"] = status

@@ -25,7 +25,7 @@ def md_code(text: object) -> str:
 
 def format_duration(seconds: float | None) -> str:
     """`3d 4h`, `2h 05m`, `4m 09s`, `12s`; n/a when unknown."""
-    if seconds is None or seconds != seconds or seconds < 0:
+    if is_absent(seconds) or seconds < 0:
         return "n/a"
     s = int(seconds)
     d, s = divmod(s, 86400)
@@ -41,7 +41,9 @@ def format_duration(seconds: float | None) -> str:
 
 
 def fold_list(items: list[str], keep: int = 2) -> str:
-    """`a, b +3` for long lists (the full list goes in a tooltip); `n/a` for none."""
+    """`a, b +3` for long lists (the full list goes in a tooltip); `n/a` for none (absent entries
+    are left out)."""
+    items = [str(i) for i in (items or []) if not is_absent(i)]
     if not items:
         return "n/a"
     shown = ", ".join(items[:keep])
@@ -49,10 +51,63 @@ def fold_list(items: list[str], keep: int = 2) -> str:
 
 
 def format_time(ts: pd.Timestamp | None) -> str:
-    return "n/a" if ts is None or pd.isna(ts) else ts.strftime("%Y-%m-%d %H:%M UTC")
+    return "n/a" if is_absent(ts) else ts.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def step_headline(step: int | None, max_steps: int | None) -> str:
-    if step is None:
+    if is_absent(step):
         return "no steps yet"
-    return f"step {step}" + (f" of {max_steps}" if max_steps is not None else "")
+    return f"step {int(step)}" + (f" of {int(max_steps)}" if not is_absent(max_steps) else "")
+
+
+# tables -----------------------------------------------------------------------------------------------
+ABSENT = "—"  # an absent value in a table (st.dataframe(placeholder=ABSENT)), a legend or a label
+ROW_HEIGHT = 35  # st.dataframe's default row height (px); the header row is as tall
+TABLE_ROWS = 12  # tables up to this many rows are shown whole, longer ones scroll
+
+
+def is_absent(value: object) -> bool:
+    """None, NaN, NaT, pd.NA and blank text: what a page shows as "—" or "n/a", never as text."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # list-likes are values
+        return False
+
+
+def text_or(value: object, absent: str = ABSENT) -> str:
+    """`value` as text, `absent` when it is absent (`is_absent`): never "None" or "nan"."""
+    return absent if is_absent(value) else str(value)
+
+
+def table_height(rows: int, max_rows: int = TABLE_ROWS, row_height: int = ROW_HEIGHT) -> int:
+    """A st.dataframe height showing `rows` rows whole (header + rows + borders), so the last row is
+    never cut; past `max_rows` the table scrolls at `max_rows` rows and a half (the half row says
+    "there is more")."""
+    if rows <= max_rows:
+        return (max(rows, 1) + 1) * row_height + 3
+    return int((max_rows + 1.5) * row_height) + 3
+
+
+def shorten(text: object, width: int = 40) -> str:
+    """`text` of at most `width` characters: a longer one keeps its start and its end around "…",
+    so both a path's root and its run folder (or a run name's hash) stay readable."""
+    text = str(text)
+    if len(text) <= width:
+        return text
+    keep = max(width - 1, 2)
+    head = keep // 2
+    return f"{text[:head]}…{text[len(text) - (keep - head):]}"
+
+
+def short_labels(names: list[str], width: int = 40) -> list[str]:
+    """`shorten` of each name, except where two shortened names would read the same (then the full
+    names): display values that still tell every row apart."""
+    short = [shorten(n, width) for n in names]
+    seen: dict[str, int] = {}
+    for s in short:
+        seen[s] = seen.get(s, 0) + 1
+    return [s if seen[s] == 1 or s == str(n) else str(n) for s, n in zip(short, names)]

@@ -87,16 +87,20 @@ class Overview:
             return f"{self.step}/∞"
         return f"{min(self.step, self.max_steps)}/{self.max_steps}"
 
+    def status_at(self, now: float) -> str:
+        """Running: a file was written within the last few minutes and the data's last time (when
+        it has one) is not days old (a fresh copy of an old run is not running)."""
+        updated = _seconds(self.updated)
+        stale = updated is not None and now - updated > STALE_DATA_S
+        return derive_status(finished=self.finished, updated=_seconds(self.touched), step=self.step,
+                             max_steps=self.max_steps, now=now, stale=stale)
+
     def at(self, now: float | None = None) -> "Overview":
         """This summary with its status and duration as of `now` (a cached summary turns from
-        running to stopped without a re-read). Running: a file was written within the last few
-        minutes and the data's last time (when it has one) is not days old (a fresh copy of an old
-        run is not running); its duration then ticks to `now`."""
+        running to stopped without a re-read); while running, its duration ticks to `now`."""
         now = time.time() if now is None else now
-        touched, updated, started = (_seconds(self.touched), _seconds(self.updated), _seconds(self.started))
-        stale = updated is not None and now - updated > STALE_DATA_S
-        status = derive_status(finished=self.finished, updated=touched, step=self.step, max_steps=self.max_steps,
-                               now=now, stale=stale)
+        status = self.status_at(now)
+        updated, started = _seconds(self.updated), _seconds(self.started)
         end = now if status == "running" and updated is not None else updated
         out = copy.copy(self)  # (dataclasses.replace costs more than the rest of a cached summary)
         out.status = status

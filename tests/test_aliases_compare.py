@@ -12,8 +12,8 @@ import pytest
 
 import rundash_core as rd
 from rundash_core.charts.aliases import ALIASES, alias_table, canonical_frame, resolve, resolve_sources
-from rundash_core.compare import (config_diff, config_value, flatten_config, group_band, lower_is_better,
-                                  summary)
+from rundash_core.compare import (config_diff, config_value, default_runs, direction, flatten_config, group_band,
+                                  group_labels, missing_configs, read_config, summary)
 
 DATA = Path(__file__).parent / "data"
 
@@ -132,29 +132,77 @@ def test_summary_best_and_step_of_best_by_hand():
             (3, 9.0, "loss/mean", 0.7, "trainer")]  # step 3 rewritten after a resume: last row wins
     out = summary({"run-a": tidy(rows)}).set_index("metric")
     r = out.loc["reward"]
-    assert (r["run"], r["producer"], r["last"], r["min"], r["max"], r["best"], r["step_of_best"], r["steps"]) == (
-        "run-a", "orch", 0.3, 0.1, 0.5, 0.5, 1, 4)
+    assert (r["run"], r["producer"], r["last"], r["min"], r["max"], r["better"], r["best"], r["step_of_best"],
+            r["steps"]) == ("run-a", "orch", 0.3, 0.1, 0.5, "↑", 0.5, 1, 4)
     loss = out.loc["loss/mean"]
-    assert (loss["last"], loss["min"], loss["best"], loss["step_of_best"], loss["steps"]) == (0.7, 0.7, 0.7, 3, 4)
+    assert (loss["last"], loss["min"], loss["better"], loss["best"], loss["step_of_best"], loss["steps"]) == (
+        0.7, 0.7, "↓", 0.7, 3, 4)
+
+
+def test_summary_has_no_best_for_two_sided_metrics():
+    """Entropy and response length have no better direction: no best, no step of best (it used
+    to report entropy's maximum as its best)."""
+    rows = [(0, 0.0, "entropy", 0.9, "t"), (1, 1.0, "entropy", 1.4, "t"), (2, 2.0, "entropy", 0.6, "t"),
+            (0, 0.0, "response length", 300.0, "t"), (1, 1.0, "response length", 900.0, "t"),
+            (0, 0.0, "KL", 0.02, "t"), (1, 1.0, "KL", 0.01, "t")]
+    out = summary({"a": tidy(rows)}).set_index("metric")
+    for metric in ("entropy", "response length"):
+        row = out.loc[metric]
+        assert pd.isna(row["best"]) and pd.isna(row["step_of_best"]) and pd.isna(row["better"]), metric
+        assert row["max"] > row["min"]  # the range is still reported
+    assert (out.loc["KL", "best"], out.loc["KL", "step_of_best"]) == (0.01, 1)
+    assert str(out["best"].dtype) == "float64" and str(out["step_of_best"].dtype) == "Int64"
 
 
 def test_summary_filters_and_orders_metrics():
-    a = tidy([(0, 0.0, "x", 1.0, "t"), (0, 0.0, "y", 2.0, "t"), (0, 0.0, "z", 3.0, "t")])
-    b = tidy([(0, 0.0, "y", 5.0, "t"), (1, 0.0, "y", 4.0, "t")])
-    out = summary({"a": a, "b": b, "empty": a.iloc[:0]}, metrics=["y", "x"])
-    assert list(zip(out["metric"], out["run"])) == [("y", "a"), ("y", "b"), ("x", "a")]
-    assert out.set_index(["metric", "run"]).loc[("y", "b"), "step_of_best"] == 0
+    a = tidy([(0, 0.0, "x/reward", 1.0, "t"), (0, 0.0, "y/reward", 2.0, "t"), (0, 0.0, "z", 3.0, "t")])
+    b = tidy([(0, 0.0, "y/reward", 5.0, "t"), (1, 0.0, "y/reward", 4.0, "t")])
+    out = summary({"a": a, "b": b, "empty": a.iloc[:0]}, metrics=["y/reward", "x/reward"])
+    assert list(zip(out["metric"], out["run"])) == [("y/reward", "a"), ("y/reward", "b"), ("x/reward", "a")]
+    assert out.set_index(["metric", "run"]).loc[("y/reward", "b"), "step_of_best"] == 0
 
 
-@pytest.mark.parametrize("metric, lower", [
-    ("critic/score/mean", False), ("actor/pg_loss", True), ("loss/mean", True), ("val/perplexity", True),
-    ("mismatch_kl/all/mean", True), ("rollout_corr/k3_kl", True), ("optim/grad_norm", True), ("time/step", True),
-    ("timing_s/gen", True), ("train/time(s)", True), ("response_length/clip_ratio", True),
-    ("train/agg/all/agent/has_error/mean", True), ("perf/mfu", False), ("perf/throughput", False),
-    ("actor/entropy", False), ("actor/entropy_loss", False), ("optim/lr", False), ("actor/kl_coef", False),
-    ("val-core/a/acc/mean@4", False), ("eval/gsm8k/all/agent/avg@4", False)])
-def test_lower_is_better(metric, lower):
-    assert lower_is_better(metric) is lower
+@pytest.mark.parametrize("metric, way", [
+    ("critic/score/mean", "up"), ("actor/pg_loss", "down"), ("loss/mean", "down"), ("val/perplexity", "down"),
+    ("mismatch_kl/all/mean", "down"), ("rollout_corr/k3_kl", "down"), ("optim/grad_norm", "down"),
+    ("time/step", "down"), ("timing_s/gen", "down"), ("train/time(s)", "down"), ("response_length/clip_ratio", "down"),
+    ("train/agg/all/agent/has_error/mean", "down"), ("perf/mfu", "up"), ("perf/throughput", "up"),
+    ("actor/entropy", None), ("actor/entropy_loss", None), ("optim/lr", None), ("actor/kl_coef", None),
+    ("val-core/a/acc/mean@4", "up"), ("eval/gsm8k/all/agent/avg@4", "up"), ("eval/gsm8k/effective/agent/pass@1", "up"),
+    ("rollout/reward/std", None), ("response_length/mean", None), ("critic/advantages/mean", None),
+    # the canonical aliases the Compare summary shows
+    ("reward", "up"), ("entropy", None), ("KL", "down"), ("grad norm", "down"), ("response length", None),
+    ("throughput", "up"), ("val score", "up"), ("learning rate", None), ("step time", "down"),
+    ("generation time per token", "down")])
+def test_direction(metric, way):
+    assert direction(metric) == way
+
+
+def test_every_alias_has_a_decided_direction():
+    """A new alias must be placed on purpose: the expected direction of each one is listed here."""
+    want = {"reward": "up", "entropy": None, "KL": "down", "grad norm": "down", "response length": None,
+            "throughput": "up", "val score": "up", "learning rate": None, "step time": "down",
+            "generation time per token": "down"}
+    assert {a: direction(a) for a in ALIASES} == want
+
+
+def _runs_list(rows):
+    return pd.DataFrame(rows, columns=["run_id", "kind", "flavor", "updated"]).assign(
+        updated=lambda d: pd.to_datetime(d["updated"], utc=True))
+
+
+def test_default_runs_are_the_current_and_recent_runs_of_its_kind():
+    runs = _runs_list([("a", "verl", "rl", "2026-01-01"), ("b", "prime-rl", "rl", "2026-01-05"),
+                       ("c", "prime-rl", "sft", "2026-01-09"), ("d", "prime-rl", "rl", "2026-01-03"),
+                       ("e", "prime-rl", "rl", "2026-01-08"), ("f", "prime-rl", "rl", "2026-01-07"),
+                       ("g", "prime-rl", "rl", None), ("h", "relax", "rl", "2026-01-02")])
+    # same kind, same flavor first, most recently updated first, four at most besides the current run
+    assert default_runs(runs, "b") == ["b", "e", "f", "d", "g"]
+    assert default_runs(runs, "c") == ["c", "e", "f", "b", "d"]  # the SFT run: RL runs of its kind
+    # the only run of its kind: the most recent other run joins it, so Compare is never empty
+    assert default_runs(runs, "a") == ["a", "c"]
+    assert default_runs(runs, "unknown") == ["c", "e"] and default_runs(runs, None) == ["c", "e"]
+    assert default_runs(runs.iloc[:1], "a") == ["a"] and default_runs(runs.iloc[:0], "a") == []
 
 
 # config -----------------------------------------------------------------------------------------
@@ -176,6 +224,37 @@ def test_config_diff_differences_only():
     assert list(full.index) == ["env", "extra", "lr", "model.layers", "model.name", "seed"]
     assert full.loc["model.layers"].tolist() == ["[1, 2]", "[1, 2]"] and full.loc["env", "a"] == "{}"
     assert all(str(t) == "string" for t in full.dtypes)
+
+
+def test_unreadable_configs_are_unknown_not_identical():
+    """Two runs whose configs cannot be read are not "identical": they are left out and named."""
+    assert config_diff({"ppo": None, "grpo": {}}).empty and missing_configs({"ppo": None, "grpo": {}}) == ["ppo", "grpo"]
+    d = config_diff({"ppo": None, "a": A, "b": B})
+    assert list(d.columns) == ["a", "b"] and list(d.index) == ["extra", "lr", "seed"]
+    assert missing_configs({"ppo": None, "a": A, "b": B}) == ["ppo"]
+
+    class Broken:
+        def config(self):
+            raise OSError("disk went away")
+
+    class Empty:
+        def config(self):
+            return {}
+
+    class Listy:
+        def config(self):
+            return [1, 2]
+
+    class Fine:
+        def config(self):
+            return {"lr": 1}
+
+    assert [read_config(r()) for r in (Broken, Empty, Listy, Fine)] == [None, None, None, {"lr": 1}]
+
+
+def test_group_labels_say_missing_values_with_a_dash():
+    configs = {"a": {"x": {"y": 1}}, "b": {"x": {"y": [1, 2]}}, "c": {"x": {}}, "d": None}
+    assert group_labels(configs, "x.y") == {"a": "1", "b": "[1, 2]", "c": "—", "d": "—"}
 
 
 def test_config_value():

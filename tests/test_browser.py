@@ -102,11 +102,11 @@ def test_run_link_opens_the_same_run_in_a_fresh_browser(served, browser):
 def test_selecting_a_run_updates_the_url_and_survives_page_changes(served, browser):
     ctx, page, _ = _page(browser)
     page.goto(served["url"] + "/?run=math-python%2Bwiki-search--qwen3-4b--0b45f1ec")
-    expect(page.get_by_text("step 8 of 10")).to_be_visible(timeout=30000)
+    expect(page.get_by_text("step 9 of 10")).to_be_visible(timeout=30000)
     page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").click()
     status = rd.discover([served["out"]]).set_index("run_id").loc["reverse-text--qwen3-0.6b--a7be3ee1", "status"]
     page.get_by_role("option", name=f"reverse-text--qwen3-0.6b--a7be3ee1 · {status}").click()
-    expect(page.get_by_text("step 2 of 3")).to_be_visible(timeout=30000)
+    expect(page.get_by_text("step 3 of 3")).to_be_visible(timeout=30000)
     page.wait_for_url("**run=reverse-text--qwen3-0.6b--a7be3ee1**", timeout=10000)
     page.get_by_test_id("stSidebarNav").get_by_text("Config").click()
     expect(page.get_by_text("orchestrator.json").first).to_be_visible(timeout=30000)
@@ -133,7 +133,7 @@ def test_add_directory_checks_roots(served, browser):
 def test_hostile_run_name_is_inert_text(served, browser):
     ctx, page, dialogs = _page(browser)
     page.goto(f"{served['url']}/?run={quote(XSS_NAME, safe='')}")
-    expect(page.get_by_text("step 2 of 3")).to_be_visible(timeout=30000)
+    expect(page.get_by_text("step 3 of 3")).to_be_visible(timeout=30000)
     expect(page.get_by_text(XSS_NAME + " · prime-rl", exact=False).first).to_be_visible()
     page.wait_for_timeout(1000)
     assert dialogs == []

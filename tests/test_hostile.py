@@ -3,6 +3,7 @@ its own row, not the runs list. (Secrets, roots and user patterns have their own
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,23 @@ def test_a_line_of_two_million_keys_is_not_two_million_metrics(tmp_path, monkeyp
     assert any("distinct metric names" in w for w in whats)
     assert any(f"longer than {jsonl.MAX_LINE_BYTES >> 20} MiB" in w for w in whats)
     assert 0.25 in set(tidy[tidy["metric"] == "loss/mean"]["value"])  # the rows after are read
+
+
+def test_an_unforeseen_reader_failure_is_a_message_naming_the_run(monkeypatch, demo_runs):
+    """Any exception while a page renders becomes a message naming the run, never Streamlit's
+    error page; error details stay hidden from browsers (.streamlit/config.toml)."""
+    from conftest import open_page
+    from rundash_core.sources.prime_rl import PrimeRLRun
+
+    folder, runs = demo_runs
+    run_id = runs[runs["kind"] == "prime-rl"]["run_id"].iloc[0]
+
+    def boom(self, attempt=None):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(PrimeRLRun, "configs", boom)
+    at = open_page(monkeypatch, folder, "pages/config.py", {"run": run_id})
+    errors = " ".join(e.value for e in at.error)
+    assert "could not be shown" in errors and run_id in errors and "disk on fire" in errors
+    config = (Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text()
+    assert 'showErrorDetails = "none"' in config

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
+import streamlit
 from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
 from conftest import open_page
-from rundash_core.compare import config_diff
-from rundash_core.present import md_code
+from rundash_core.compare import config_diff, default_runs
+from rundash_core.present import md_code, table_height
 
 
 
@@ -84,14 +86,87 @@ def test_config_diff_and_group_by_a_config_key(monkeypatch, demo_runs):
     assert len(downloads) == len(at.get("plotly_chart"))  # every chart, bands included, has its CSV
 
 
-def test_run_name_filter_and_fewer_than_two_runs(monkeypatch, demo_runs):
+def test_the_page_opens_with_the_current_run_and_recent_runs_of_its_kind(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    at = compare_page(monkeypatch, folder, [], match="qwen3-0\\.6b")
-    options = at.multiselect(key="runs").options
-    assert options and all("qwen3-0.6b" in o for o in options)
-    assert len(options) == sum("qwen3-0.6b" in r for r in runs["run_id"])
+    prime = runs[runs["kind"] == "prime-rl"]
+    current = prime["run_id"].iloc[-1]
+    at = open_page(monkeypatch, folder, "pages/compare.py", {"run": current})  # no ?runs=: the default
+    chosen = at.multiselect(key="runs").value
+    assert chosen == default_runs(runs, current) and chosen[0] == current
+    assert set(chosen) == set(prime["run_id"])  # the demo's four prime-rl runs (up to four others)
+    assert not any("two or more runs" in i.value for i in at.info)
+    assert set().union(*(lines(spec) for spec in charts(at).values())) == set(chosen)  # (the SFT run has no reward)
+    # the only run of its kind still gets a comparison: the most recent other run joins it
+    relax = runs[runs["kind"] == "relax"]["run_id"].iloc[0]
+    at = open_page(monkeypatch, folder, "pages/compare.py", {"run": relax})
+    assert len(at.multiselect(key="runs").value) == 2 and at.get("plotly_chart")
+
+
+def test_run_name_filter_keeps_the_chosen_runs_visible(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    verl = runs[runs["kind"] == "verl"]["run_id"].iloc[0]
+    relax = runs[runs["kind"] == "relax"]["run_id"].iloc[0]
+    at = compare_page(monkeypatch, folder, [verl, relax], match="qwen3-0\\.6b")
+    picker = at.multiselect(key="runs")
+    assert picker.value == [verl, relax]  # chosen runs the regex does not match stay chosen and listed
+    matching = [r for r in runs["run_id"] if "qwen3-0.6b" in r]
+    assert matching and set(picker.options) == set(matching) | {verl, relax} | set(default_runs(runs, verl))
+    assert len(lines(charts(at)["reward"])) == 2
+
+    at = compare_page(monkeypatch, folder, [verl])
     assert any("two or more runs" in i.value for i in at.info)
     assert not at.get("plotly_chart")
+
+
+def test_unreadable_configs_are_named_not_called_identical(monkeypatch, demo_runs):
+    """A PPO and a GRPO run whose configs cannot be read used to give "The configs are identical."."""
+    from rundash_core.sources.verl import VerlRun
+
+    def broken(self):
+        raise OSError("config went away")
+
+    monkeypatch.setattr(VerlRun, "config", broken)  # verl and SWE-Lego-RL (a verl log) runs
+    folder, runs = demo_runs
+    ids = runs[runs["kind"].isin(["verl", "swe-lego-rl"])]["run_id"].tolist()
+    assert len(ids) == 2
+    at = compare_page(monkeypatch, folder, ids)
+    texts = [c.value for c in at.caption] + [w.value for w in at.warning]
+    assert not any("identical" in t for t in texts)
+    assert any("No config could be read" in w.value and all(md_code(r) in w.value for r in ids) for w in at.warning)
+    assert any("nothing to compare" in c.value for c in at.caption)
+    assert not [d for d in at.dataframe if d.value.index.name == "key"]
+
+    prime = runs[(runs["kind"] == "prime-rl") & (runs["flavor"] == "rl")]["run_id"].tolist()[:2]
+    at = compare_page(monkeypatch, folder, [*prime, ids[0]])
+    diff = [d.value for d in at.dataframe if d.value.index.name == "key"][0]
+    assert list(diff.columns) == prime  # the unreadable run takes no part in the diff...
+    assert any(md_code(ids[0]) in w.value for w in at.warning)  # ...and is named
+
+
+def test_summary_says_only_what_it_knows(monkeypatch, demo_runs):
+    """Entropy has no better direction: no best (it used to be its maximum); absent cells read —."""
+    calls = []
+    real = streamlit.dataframe
+
+    def spy(data=None, *args, **kwargs):
+        calls.append((data, kwargs))
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "dataframe", spy)
+    folder, runs = demo_runs
+    ids = runs[runs["kind"] == "prime-rl"]["run_id"].tolist()[:2]
+    at = compare_page(monkeypatch, folder, ids, metrics=["reward", "entropy"])
+    table = [d.value for d in at.dataframe if "step_of_best" in d.value.columns][0]
+    entropy = table[table["metric"] == "entropy"]
+    reward = table[table["metric"] == "reward"]
+    assert len(entropy) == 2 and entropy["best"].isna().all() and entropy["step_of_best"].isna().all()
+    assert (reward["best"] == reward["max"]).all() and (reward["better"] == "↑").all()
+    data, kw = next((d, kw) for d, kw in calls if isinstance(d, pd.DataFrame) and "step_of_best" in d.columns)
+    assert kw["placeholder"] == "—" and kw["height"] == table_height(len(table))
+    for d, kw in calls:  # every table of the page: absent values as —, never "None" / "nan" text
+        assert kw.get("placeholder") == "—"
+        cells = d.reset_index().astype(object) if isinstance(d, pd.DataFrame) else pd.DataFrame()
+        assert not cells.isin(["None", "nan", "NaN", "<NA>"]).any().any()
 
 
 def test_time_alignment_names_the_runs_without_timestamps(monkeypatch, demo_runs):

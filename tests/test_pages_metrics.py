@@ -67,8 +67,10 @@ def test_each_kind_gets_its_sections_and_the_first_one_is_drawn(monkeypatch, dem
     assert sorted(f["layout"]["title"]["text"] for f in figs) == sorted(p.title for p in first.panels)
     for fig in figs:
         panel = panels[fig["layout"]["title"]["text"]]
-        names = {t["name"].split(" (")[0] for t in fig["data"] if t.get("showlegend", True) is not False}
+        lines = [t for t in fig["data"] if t.get("showlegend", True) is not False]
+        names = {t["meta"].split(" (")[0] for t in lines}  # the full label (the legend may show a shorter one)
         assert names and names <= set(panel.keys) <= logged
+        assert all(t["name"] in t["meta"] for t in lines)  # the legend shows a part of it
 
 
 def test_opening_a_section_from_the_url_computes_only_its_charts(monkeypatch, demo_runs):

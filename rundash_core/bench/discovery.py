@@ -29,6 +29,7 @@ from typing import Iterator
 
 from .common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
                      secs, timed, work_root)
+from ..io.verl_ends import _is_validation_key
 from .verl import _STEP, sample_dir, sample_logs
 
 COLD_VS_ENDS = 25.0  # cold discover at most 25× reading the ends of every log
@@ -202,20 +203,24 @@ def verify(folder: str, now: float | None = None, sample: int = 40) -> dict:
         cache.shared.clear()  # a full parse from scratch, nothing from discovery
         run = rd.open_run(row["path"])
         tail, ov = run.store().tail, run.overview(now=now)
-        done = tail.last_step + 1 if tail.last_step is not None and _zero_based(tail) else tail.last_step
+        done = tail.last_step
+        if done is not None and _zero_based(tail):  # steps done: one more than the last training step
+            tidy = run.metrics()
+            training = tidy[~tidy["metric"].astype(str).map(lambda k: _is_validation_key(k.encode()))]
+            done = int(training["step"].max()) + 1
         status = derive_status(finished=tail.final_validation, updated=os.stat(row["path"]).st_mtime, step=done,
                                max_steps=ov.max_steps, now=now)
         got = (None if row["step"] is None or row["step"] != row["step"] else int(row["step"]), row["status"])
-        if got != (tail.last_step, status):
-            off.append({"path": row["path"], "discover": list(got), "full": [tail.last_step, status]})
+        if got != (done, status):  # steps done, as the runs list shows them
+            off.append({"path": row["path"], "discover": list(got), "full": [done, status]})
     statuses = frame["status"].value_counts().to_dict()
     return {"checked": len(picks), "off": len(off), "examples": off[:5], "listed": len(frame),
             "listed_ok": listed_ok, "statuses": statuses, "ok": not off and listed_ok}
 
 
 def _zero_based(tail) -> bool:
-    """The full parse's word on it: the first training line (not validation only) logs step 0."""
-    return tail.first_step == 0 and any(not k.startswith(("val", "test_score")) for k in tail.first_keys)
+    """The full parse's word on it: the first metric line logs step 0 and more than validation."""
+    return tail.first_step == 0 and not all(_is_validation_key(k.encode()) for k in tail.first_keys)
 
 
 # Report -------------------------------------------------------------------------------------------

@@ -21,7 +21,21 @@ from .smoothing import smooth
 
 PALETTE = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948", "#FF9DA7",
            "#9C755F", "#BAB0AC", "#8CD17D", "#D4A6C8")
-HEIGHT = 280
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # once the palette is used up
+HEIGHT = 280  # a panel without a legend; a legend adds its rows below the x axis
+
+# Figure geometry (px). The plot area keeps PLOT_HEIGHT whatever the legend: the legend sits in the
+# bottom margin below the x tick labels and the x-axis title (AXIS_BELOW), never over them, and the
+# figure grows by the legend's rows. Plotly wraps a horizontal legend at the plot area's width; rows
+# are estimated for LEGEND_WIDTH (the plot area of a half-width panel on a 1280 px wide page) at
+# LEGEND_CHAR px per character (10 px monospace, measured in Chromium) plus LEGEND_ENTRY px of
+# line sample and gap per entry, LEGEND_ROW px per row. A wider panel only gets spare room; a
+# narrower one scrolls its legend (maxheight) instead of spilling onto the axis.
+MARGIN_TOP, MARGIN_TOP_SUBTITLE = 40, 56
+AXIS_BELOW = 56
+PLOT_HEIGHT = HEIGHT - MARGIN_TOP - AXIS_BELOW
+LEGEND_WIDTH, LEGEND_CHAR, LEGEND_ENTRY, LEGEND_ROW = 360, 6.2, 42, 20
+LEGEND_SHORTEN = 2  # legends longer than this many rows show each series' distinguishing key part
 
 
 @dataclass(frozen=True)
@@ -65,69 +79,162 @@ def color_of(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
+def style_of(i: int) -> tuple[str, str]:
+    """The i-th series' (colour, dash): the palette, then the palette again with the next dash."""
+    return PALETTE[i % len(PALETTE)], DASHES[(i // len(PALETTE)) % len(DASHES)]
+
+
+def unique_styles(wanted: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`wanted` (colour, dash) per series with repeats resolved: a series whose pair is taken keeps
+    its colour and takes the first free dash (then the next free colour), so no two series of one
+    chart look alike (Compare: two producers of one run, or more runs than colours)."""
+    used: set[tuple[str, str]] = set()
+    out = []
+    for color, dash in wanted:
+        if (color, dash) in used:
+            free = [(color, d) for d in DASHES if (color, d) not in used]
+            free = free or [(c, d) for d in DASHES for c in PALETTE if (c, d) not in used]
+            if free:
+                color, dash = free[0]
+        used.add((color, dash))
+        out.append((color, dash))
+    return out
+
+
+def legend_rows(names: list[str], width: float = LEGEND_WIDTH) -> int:
+    """How many rows a horizontal legend of these entries takes at `width` px (greedy, like plotly)."""
+    rows, used = 1, 0.0
+    for name in names:
+        w = LEGEND_ENTRY + LEGEND_CHAR * len(name)
+        if used and used + w > width:
+            rows, used = rows + 1, 0.0
+        used += w
+    return rows
+
+
+def legend_names(labels: list[str]) -> list[str]:
+    """Legend entries: the labels themselves, or, when they would take more than LEGEND_SHORTEN
+    rows, each label without the "/" path segments all of them share at the start and the end
+    (`timing_s/agent_loop/harbor_env_setup/mean` → `harbor_env_setup`, the same in the hover); the
+    panel's subtitle names the shared part and each trace's `meta` keeps its full label. Entries
+    stay distinct and never empty."""
+    if len(labels) < 2 or legend_rows(labels) <= LEGEND_SHORTEN:
+        return list(labels)
+    return strip_shared(labels)
+
+
+def strip_shared(labels: list[str]) -> list[str]:
+    """Each label without the "/" segments every label shares at its start and at its end (the
+    labels themselves when that would leave one empty or two alike)."""
+    if len(labels) < 2:
+        return list(labels)
+    split = [label.split("/") for label in labels]
+    n = min(len(p) for p in split)
+    head = 0
+    while head < n - 1 and len({p[head] for p in split}) == 1:
+        head += 1
+    tail = 0
+    while tail < n - 1 - head and len({p[-1 - tail] for p in split}) == 1:
+        tail += 1
+    short = ["/".join(p[head:len(p) - tail]) for p in split]
+    return short if all(short) and len(set(short)) == len(short) else list(labels)
+
+
+def legend_layout(names: list[str], top: int, show: bool = True) -> tuple[dict, int]:
+    """The legend, bottom margin and figure height of a panel whose plot area is PLOT_HEIGHT tall:
+    a horizontal legend in the bottom margin, below the x axis's ticks and title, with room for as
+    many rows as the entries need. Returns (layout updates, height)."""
+    if not show:
+        height = top + PLOT_HEIGHT + AXIS_BELOW
+        return {"margin": {"l": 10, "r": 10, "t": top, "b": AXIS_BELOW}, "showlegend": False}, height
+    legend_px = legend_rows(names) * LEGEND_ROW + 12  # + the legend's own padding
+    height = top + PLOT_HEIGHT + AXIS_BELOW + legend_px
+    # Anchored at the figure's bottom edge and at most legend_px tall (more entries scroll inside
+    # it), so it can never reach up to the axis; a legend anchored by its top past the middle of
+    # the figure would make plotly push the plot's top margin down instead.
+    legend = {"orientation": "h", "font": {"size": 10}, "xref": "container", "x": 0.0, "xanchor": "left",
+              "yref": "container", "y": 0.0, "yanchor": "bottom", "bgcolor": "rgba(0,0,0,0)",
+              "tracegroupgap": 0, "maxheight": legend_px}  # each series is its own group: no gap per entry
+    return {"margin": {"l": 10, "r": 10, "t": top, "b": AXIS_BELOW + legend_px}, "legend": legend,
+            "showlegend": True}, height
+
+
 def _rgba(hex_color: str, alpha: float) -> str:
     r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def _traces(s: Series, color: str, opts: ChartOptions, xscale: float) -> tuple[list[dict], int]:
+def _traces(s: Series, name: str, style: tuple[str, str], opts: ChartOptions, xscale: float) -> tuple[list[dict], int]:
+    color, dash = style
     y = log_safe(s.y) if opts.log_y else s.y
     line = smooth(s.x, y, opts.smoothing, opts.amount) if opts.smoothing != "none" else y
     d = minmax_downsample(s.x, y, max_points=opts.max_points, y_line=line)
     x = d.x / xscale
-    label = plotly_text(s.label)
+    label, name = plotly_text(s.label), plotly_text(name)
     common = {"type": "scatter", "mode": "lines", "legendgroup": label, "x": x}
     traces: list[dict] = []
     if d.bucketed:  # the band keeps every bucket's extremes: spikes stay visible
         traces.append({**common, "y": d.y_max, "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip",
-                       "name": f"{label} max"})
+                       "name": f"{name} max"})
         traces.append({**common, "y": d.y_min, "line": {"width": 0}, "fill": "tonexty", "showlegend": False,
-                       "fillcolor": _rgba(color, 0.22), "hoverinfo": "skip", "name": f"{label} min"})
+                       "fillcolor": _rgba(color, 0.22), "hoverinfo": "skip", "name": f"{name} min"})
         shown = d.y  # the bucket means of the smoothed line
     else:  # short enough to send whole: the raw series stays as a faint line behind the smoothed one
         if opts.smoothing != "none":
-            traces.append({**common, "y": y, "line": {"color": _rgba(color, 0.3), "width": 1}, "showlegend": False,
-                           "name": f"{label} (raw)", "hovertemplate": "%{y:.4g} raw<extra></extra>"})
+            traces.append({**common, "y": y, "line": {"color": _rgba(color, 0.3), "width": 1, "dash": dash},
+                           "showlegend": False, "name": f"{name} (raw)",
+                           "hovertemplate": "%{y:.4g} raw<extra></extra>"})
         shown = line
     traces.append({**common, "mode": "lines+markers" if len(x) == 1 else "lines", "y": shown,
-                   "line": {"color": color, "width": 1.8}, "name": label,
-                   "hovertemplate": "%{y:.4g}<extra>%{fullData.name}</extra>"})
+                   "line": {"color": color, "width": 1.8, "dash": dash}, "name": name, "meta": label,
+                   "hovertemplate": "%{y:.4g}<extra>%{fullData.name}</extra>"})  # meta: the full label
     return traces, len(x)
 
 
 def build_chart(title: str, series: list[Series], opts: ChartOptions = ChartOptions(), *,
-                colors: dict[str, str] | None = None, height: int = HEIGHT, subtitle: str | None = None) -> Chart:
-    """One panel's figure. `colors` maps a series label to its colour (Compare keeps one colour
-    per run); otherwise series take the palette in order."""
+                colors: dict[str, str | tuple[str, str]] | None = None, subtitle: str | None = None,
+                unit: str | None = None) -> Chart:
+    """One panel's figure. `colors` maps a series label to its colour or (colour, dash) (Compare
+    keeps one style per run); otherwise series take `style_of` in order. No two series of the
+    chart share a colour and a dash (`unique_styles`). `unit` titles the y axis."""
     series = [s for s in series if len(s)]
     if not series:
         return Chart(title, go.Figure(), [], 0, note="no data")
     kind = series[0].x_kind
-    xscale, unit = 1.0, ""
+    xscale, xunit = 1.0, ""
     if kind == X_TIME:
-        unit, xscale = time_unit(max(float(np.nanmax(s.x)) for s in series))
-    traces, points = [], 0
+        xunit, xscale = time_unit(max(float(np.nanmax(s.x)) for s in series))
+    wanted = []
     for i, s in enumerate(series):
-        color = (colors or {}).get(s.label) or color_of(i)
-        t, n = _traces(s, color, opts, xscale)
+        given = (colors or {}).get(s.label)
+        wanted.append(tuple(given) if isinstance(given, (tuple, list)) else (given, "solid") if given else style_of(i))
+    styles = unique_styles(wanted)
+    names = legend_names([s.label for s in series])
+    traces, points = [], 0
+    for s, name, style in zip(series, names, styles):
+        t, n = _traces(s, name, style, opts, xscale)
         traces += t
         points = max(points, n)
-    layout = _layout(title, kind, unit, height, opts, series)
+    top = MARGIN_TOP_SUBTITLE if subtitle else MARGIN_TOP
+    layout = _layout(title, kind, xunit, opts, series, unit)
+    legend, height = legend_layout(names, top, show=len(series) > 1)
+    layout.update(legend, height=height)
     if subtitle:
         layout["title"]["subtitle"] = {"text": plotly_text(subtitle), "font": {"size": 10}}
-        layout["margin"]["t"] = 56
     fig = go.Figure({"data": traces, "layout": layout}, _validate=False)
     return Chart(title, fig, series, points)
 
 
-def _layout(title: str, kind: str, unit: str, height: int, opts: ChartOptions, series: list[Series]) -> dict:
+def _layout(title: str, kind: str, unit: str, opts: ChartOptions, series: list[Series], y_unit: str | None) -> dict:
     xaxis: dict = {"title": {"text": plotly_text(_x_title(kind, unit))}, "showspikes": True, "spikemode": "across",
-                   "spikethickness": 1}
+                   "spikethickness": 1, "automargin": True}
     if kind == X_STEP:
         xaxis.update(tickformat=",d", rangemode="tozero")
     elif kind == X_TIME:
         xaxis.update(ticksuffix=unit, rangemode="tozero")
-    yaxis: dict = {"type": "log" if opts.log_y else "linear", "exponentformat": "SI"}
+    yaxis: dict = {"type": "log" if opts.log_y else "linear", "exponentformat": "SI", "automargin": True}
+    if y_unit:
+        yaxis["title"] = {"text": plotly_text(y_unit), "font": {"size": 10}, "standoff": 4}
     if opts.clip_outliers:
         rng = outlier_range(np.concatenate([s.y for s in series]), log=opts.log_y)
         if rng is not None:
@@ -136,10 +243,8 @@ def _layout(title: str, kind: str, unit: str, height: int, opts: ChartOptions, s
         flat = _flat_value(series)
         if flat:  # plotly pads a constant series by ±1, which draws a 1e-6 learning rate as 0
             yaxis["range"] = [flat - 0.1 * abs(flat), flat + 0.1 * abs(flat)]
-    return {"title": {"text": plotly_text(title), "font": {"size": 13}}, "height": height, "hovermode": "x unified",
-            "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "xaxis": xaxis, "yaxis": yaxis,
-            "legend": {"orientation": "h", "y": -0.25, "font": {"size": 10}},
-            "showlegend": len(series) > 1}
+    return {"title": {"text": plotly_text(title), "font": {"size": 13}}, "hovermode": "x unified",
+            "xaxis": xaxis, "yaxis": yaxis}
 
 
 def _flat_value(series: list[Series]) -> float | None:

@@ -21,11 +21,13 @@ from typing import Iterable
 
 @dataclass(frozen=True)
 class Panel:
-    """One chart: a title and the matched keys, in display order; x is "step" or "time"."""
+    """One chart: a title and the matched keys, in display order; x is "step" or "time"; unit is
+    the unit every key shares (`unit_of`), None when unknown or not shared."""
 
     title: str
     keys: tuple[str, ...]
     x: str = "step"
+    unit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -268,6 +270,63 @@ RELAX = [
               _p("eval samples", "eval/samples", Rx("eval/.+/samples"))])]
 
 
+# units ----------------------------------------------------------------------------------------------
+SECONDS, MS_PER_TOKEN, S_PER_TOKEN, PER_SECOND = "seconds", "ms per token", "s per token", "per second"
+TOKENS, COUNT, RATIO, GB, GIB = "tokens", "count", "ratio", "GB", "GiB"
+_PARTS = re.compile(r"[/_\-:@().\s]+")
+_PER_SECOND = re.compile(r"throughput|:rate|tokens/sec|per_s(?:ec(?:ond)?)?(?:$|[/_])|/s(?:$|/)|(?:^|[/_])[tq]ps(?:$|/)")
+_RATIO_WORDS = {"ratio", "frac", "fraction", "clipfrac", "perc", "pct", "percent", "rate", "is", "has", "mfu"}
+_COUNT_WORDS = {"count", "counts", "samples", "inflight", "preempted"}
+_TIME_WORDS = {"time", "timing", "latency", "duration", "wait", "s", "sec", "secs", "seconds"}
+
+
+def unit_of(key: str) -> str | None:
+    """The unit of a metric, read from its key's words (None when the words do not say). In this
+    order, so the most specific word wins: rates (`throughput`, `…:rate`, `tokens/sec`) are per
+    second; `timing_per_token_ms/…` ms per token (`timing_per_token/…` s per token); ratios and
+    fractions (`…ratio`, `…frac…`, `…perc`, `…rate`, `is_…`/`has_…` means, MFU); `…_gb` GB
+    (`…_gib` GiB); token amounts (`…tokens`, `num_tokens`, lengths, `seqlen`; not `chi2_token`, a
+    per-token statistic) tokens; counts (`num_…`, `…count…`, samples); then times (`timing_s/…`,
+    `timing/…`, `time/…`, `…_time`, `…/timing/…`, `latency`, `(s)`) seconds. So
+    `timing_s/agent_loop/proxy_total_prompt_tokens/max` is tokens, not seconds."""
+    k = key.lower()
+    parts = [p for p in _PARTS.split(k) if p]
+    words = set(parts)
+    if _PER_SECOND.search(k):
+        return PER_SECOND
+    if "per_token_ms" in k:
+        return MS_PER_TOKEN
+    if "per_token" in k:
+        return S_PER_TOKEN
+    if words & _RATIO_WORDS or any(p.endswith(("ratio", "frac", "fraction")) or p.startswith("mfu") for p in parts):
+        return RATIO
+    if words & {"gb", "gib"}:
+        return GB if "gb" in words else GIB
+    if any(p.endswith("tokens") for p in parts) or words & {"seqlen", "length", "len"}:
+        return TOKENS
+    if words & _COUNT_WORDS or any(p.startswith("num") for p in parts):
+        return COUNT
+    if k.startswith(("timing_s/", "timing/", "time/")) or words & _TIME_WORDS:
+        return SECONDS
+    return None
+
+
+def split_by_unit(panel: Panel) -> list[Panel]:
+    """A panel whose keys have two or more known units becomes one panel per unit, titled
+    `<title> · <unit>` (keys of unknown unit keep the bare title), in the order of each group's
+    first key; otherwise the panel itself, with `unit` set when all its keys share one."""
+    units = [unit_of(k) for k in panel.keys]
+    known = list(dict.fromkeys(u for u in units if u is not None))
+    if len(known) <= 1:
+        shared = known[0] if known and None not in units else None
+        return [Panel(panel.title, panel.keys, panel.x, shared)]
+    groups: dict[str | None, list[str]] = {}
+    for key, unit in zip(panel.keys, units):
+        groups.setdefault(unit, []).append(key)
+    return [Panel(panel.title if unit is None else f"{panel.title} · {unit}", tuple(keys), panel.x, unit)
+            for unit, keys in groups.items()]
+
+
 # matching -------------------------------------------------------------------------------------------
 _LITERAL = re.compile(r"(?:[^.^$*+?{}\[\]\\|()]|\\[^A-Za-z0-9])*")
 
@@ -343,7 +402,7 @@ def _sections(kind: str, flavor: str, keys: tuple[str, ...], train_envs: tuple[s
             for agent, ks in groups.items():
                 if ks:
                     name = spec.title if agent in (None, "agent") else f"{spec.title} · {agent}"
-                    panels.append(Panel(name, tuple(ks), spec.x))
+                    panels += split_by_unit(Panel(name, tuple(ks), spec.x))  # one unit per panel
                     claimed.update(ks)
         if panels:
             out.append(Section(title, tuple(panels), _slug(title, taken)))

@@ -13,9 +13,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .figures import Chart, ChartOptions, _rgba, build_chart, color_of, plotly_text
+from .figures import (MARGIN_TOP, Chart, ChartOptions, _rgba, build_chart, legend_layout, plotly_text, style_of,
+                      unique_styles)
 from .. import cache
 from .aliases import canonical_frame
+from .sections import unit_of
 from .series import X_STEP, X_TIME, Series, SeriesIndex
 
 
@@ -25,15 +27,23 @@ def x_choices(index: SeriesIndex) -> list[str]:
 
 
 def panel_chart(index: SeriesIndex, title: str, keys: Iterable[str], x: str, opts: ChartOptions,
-                panel_x: str = X_STEP) -> Chart:
+                panel_x: str = X_STEP, unit: str | None = None) -> Chart:
     """One panel: every key, one series per producer (two producers logging a key are two
     labelled series). Panels drawn against time (prime-rl `inference/*`) ignore the x choice."""
     x = X_TIME if panel_x == X_TIME else x
+    keys = list(keys)
+    return _chart(title, keys, _panel_series(index, keys, x), x, opts, unit)
+
+
+def _panel_series(index: SeriesIndex, keys: list[str], x: str) -> list[Series]:
     series: list[Series] = []
     for key in keys:
         series += index.series(key, x=x)
-    keys = list(keys)
-    chart = build_chart(title, series, opts, subtitle=matched_keys(keys) if keys != [title] else None)
+    return series
+
+
+def _chart(title: str, keys: list[str], series: list[Series], x: str, opts: ChartOptions, unit: str | None) -> Chart:
+    chart = build_chart(title, series, opts, subtitle=matched_keys(keys) if keys != [title] else None, unit=unit)
     if not series and x not in (X_STEP, X_TIME):
         chart.note = f"no step shared with the x-axis metric {x}"
     elif not series and x == X_TIME:
@@ -41,20 +51,97 @@ def panel_chart(index: SeriesIndex, title: str, keys: Iterable[str], x: str, opt
     return chart
 
 
+MAGNITUDE = 1e3  # series whose typical sizes differ by more than this factor get panels of their own
+
+
+def typical_size(s: Series) -> float:
+    """The median |value| of a series (its max |value| when the median is 0; NaN when empty)."""
+    y = np.abs(s.y[np.isfinite(s.y)])
+    if not len(y):
+        return float("nan")
+    m = float(np.median(y))
+    return m if m > 0 else float(y.max())
+
+
+def split_by_magnitude(series: list[Series], factor: float = MAGNITUDE) -> list[list[Series]]:
+    """Series of one unit whose typical sizes (`typical_size`) differ by more than `factor` go to
+    separate groups, so a 0.8 s merge does not lie flat under a 900 s validation. Only for panels of
+    non-negative values (times, counts, sizes): a signed panel (advantages, log-ratios) keeps its
+    shared zero. Each group spans at most `factor`; series that are all zero or empty join the
+    group of the smallest sizes; groups come in the order of their first series."""
+    finite = [s.y[np.isfinite(s.y)] for s in series]
+    if len(series) < 2 or any(len(y) and y.min() < 0 for y in finite):
+        return [list(series)]
+    sizes = [typical_size(s) for s in series]
+    sized = sorted((v, i) for i, v in enumerate(sizes) if np.isfinite(v) and v > 0)
+    if not sized or sized[-1][0] <= sized[0][0] * factor:
+        return [list(series)]
+    group_of: dict[int, int] = {}
+    start, g = sized[0][0], 0
+    for v, i in sized:
+        if v > start * factor:
+            start, g = v, g + 1
+        group_of[i] = g
+    groups: dict[int, list[int]] = {}
+    for i in range(len(series)):  # all-zero and empty series: with the smallest sizes
+        groups.setdefault(group_of.get(i, 0), []).append(i)
+    return [[series[i] for i in groups[k]] for k in sorted(groups, key=lambda k: groups[k][0])]
+
+
+def scale_label(value: float) -> str:
+    """The order of magnitude of a typical size as a title suffix: `~1k`, `~10`, `~1`, `~0.01`, `~1e-4`."""
+    if not np.isfinite(value) or value <= 0:
+        return "~0"
+    e = int(round(np.log10(value)))
+    for exp, suffix in ((9, "G"), (6, "M"), (3, "k")):
+        if e >= exp:
+            return f"~{10 ** (e - exp)}{suffix}"
+    if e >= 0:
+        return f"~{10 ** e}"
+    return f"~{10.0 ** e:g}" if e >= -3 else f"~1e{e}"
+
+
+def panel_charts(index: SeriesIndex, panel, x: str, opts: ChartOptions) -> list[Chart]:
+    """A section panel as charts: one, or one per magnitude group (`split_by_magnitude`), each
+    titled `<title> · ~<size>`; the y axis carries the panel's unit. Time panels ignore the x choice."""
+    x = X_TIME if panel.x == X_TIME else x
+    keys = list(panel.keys)
+    unit = getattr(panel, "unit", None)
+    series = _panel_series(index, keys, x)
+    groups = split_by_magnitude(series)
+    if len(groups) == 1:
+        return [_chart(panel.title, keys, series, x, opts, unit)]
+    charts = []
+    for group in groups:
+        size = max((v for v in map(typical_size, group) if np.isfinite(v)), default=float("nan"))
+        mine = [k for k in keys if any(s.metric == k for s in group)]
+        charts.append(_chart(f"{panel.title} · {scale_label(size)}", mine, group, x, opts, unit))
+    return charts
+
+
 def matched_keys(keys: list[str], shown: int = 3) -> str:
-    """The keys a panel matched, as its subtitle (long lists end in `+N`)."""
-    head = ", ".join(keys[:shown])
-    return head + (f" +{len(keys) - shown}" if len(keys) > shown else "")
+    """The keys a panel matched, as its subtitle (long lists end in `+N`); the "/" path segments
+    they all start with are named once: `timing_s/agent_loop/…: harbor_total/mean, …`."""
+    split = [k.split("/") for k in keys]
+    head = 0
+    if len(keys) > 1:
+        n = min(len(p) for p in split)
+        while head < n - 1 and len({p[head] for p in split}) == 1:
+            head += 1
+    prefix = "/".join(split[0][:head]) + "/…: " if head else ""
+    rest = ["/".join(p[head:]) for p in split]
+    return prefix + ", ".join(rest[:shown]) + (f" +{len(rest) - shown}" if len(rest) > shown else "")
 
 
 def section_charts(index: SeriesIndex, section, x: str, opts: ChartOptions) -> list[Chart]:
-    """The charts of one section (computed only when the page opens it)."""
-    return [panel_chart(index, p.title, p.keys, x, opts, p.x) for p in section.panels]
+    """The charts of one section (computed only when the page opens it): one per panel, or more
+    when a panel's series differ in magnitude (`panel_charts`)."""
+    return [chart for p in section.panels for chart in panel_charts(index, p, x, opts)]
 
 
 def metric_charts(index: SeriesIndex, keys: Iterable[str], x: str, opts: ChartOptions) -> list[Chart]:
     """All-metrics mode: one chart per key (its producers as series)."""
-    return [panel_chart(index, key, [key], x, opts) for key in keys]
+    return [panel_chart(index, key, [key], x, opts, unit=unit_of(key)) for key in keys]
 
 
 def key_groups(node) -> list[tuple[str, list[str]]]:
@@ -67,35 +154,40 @@ def key_groups(node) -> list[tuple[str, list[str]]]:
 
 
 def compare_chart(title: str, runs: Mapping[str, SeriesIndex], metric: str, x: str, opts: ChartOptions,
-                  colors: Mapping[str, str]) -> Chart:
-    """One metric of several runs, one colour per run (the label of each series is the run's)."""
+                  colors: Mapping[str, str | tuple[str, str]]) -> Chart:
+    """One metric of several runs, one style per run (the label of each series is the run's);
+    `colors` maps a run label to its colour or (colour, dash)."""
     series: list[Series] = []
     for label, index in runs.items():
         for s in index.series(metric, x=x):
             name = label if s.label == metric else f"{label} · {s.producer}"
             series.append(Series(s.metric, s.producer, name, s.x, s.y, s.x_kind, s.step))
-    palette = {s.label: colors.get(s.label) or colors.get(s.label.split(" · ")[0], color_of(i))
+    palette = {s.label: colors.get(s.label) or colors.get(s.label.split(" · ")[0]) or style_of(i)
                for i, s in enumerate(series)}
     return build_chart(title, series, opts, colors=palette)
 
 
 def band_chart(title: str, bands: pd.DataFrame, x_kind: str, colors: Mapping[str, str]) -> go.Figure:
     """Mean ± std per group (the output of `rundash_core.compare.group_band`)."""
+    groups = list(bands.groupby("group", sort=True, observed=True))
+    styles = unique_styles([(colors.get(str(g)), "solid") if colors.get(str(g)) else style_of(i)
+                            for i, (g, _) in enumerate(groups)])
+    names = [f"{group} (n={int(g['n'].max())})" for group, g in groups]
     traces = []
-    for i, (group, g) in enumerate(bands.groupby("group", sort=True, observed=True)):
-        color = colors.get(str(group)) or color_of(i)
+    for (group, g), (color, dash), name in zip(groups, styles, names):
         x, mean, std = (g[c].to_numpy(dtype="float64") for c in ("x", "mean", "std"))
         std = np.nan_to_num(std)
-        common = {"type": "scatter", "mode": "lines", "x": x, "legendgroup": str(group)}
+        common = {"type": "scatter", "mode": "lines", "x": x, "legendgroup": plotly_text(group)}
         traces += [
             {**common, "y": mean + std, "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip"},
             {**common, "y": mean - std, "line": {"width": 0}, "fill": "tonexty", "fillcolor": _rgba(color, 0.2),
              "showlegend": False, "hoverinfo": "skip"},
-            {**common, "y": mean, "name": plotly_text(f"{group} (n={int(g['n'].max())})"), "line": {"color": color, "width": 2}},
+            {**common, "y": mean, "name": plotly_text(name), "line": {"color": color, "width": 2, "dash": dash}},
         ]
-    layout = {"title": {"text": plotly_text(title), "font": {"size": 13}}, "height": 320, "hovermode": "x unified",
-              "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "xaxis": {"title": {"text": plotly_text(x_kind)}},
-              "legend": {"orientation": "h", "y": -0.2}}
+    legend, height = legend_layout(names, MARGIN_TOP, show=bool(groups))
+    layout = {"title": {"text": plotly_text(title), "font": {"size": 13}}, "hovermode": "x unified",
+              "xaxis": {"title": {"text": plotly_text(x_kind)}, "automargin": True}, "yaxis": {"automargin": True},
+              **legend, "height": height}
     return go.Figure({"data": traces, "layout": layout}, _validate=False)
 
 
