@@ -21,6 +21,8 @@ nav = st.navigation([
     st.Page("pages/config.py", title="Config", icon=":material/settings:"),
 ])
 try:
+    if run is not None:
+        _ui.run_card(run, compact=nav.title != "Overview")  # the run card on every page
     nav.run()
 except Exception as e:  # noqa: BLE001 - what no reader foresaw: a message, never Streamlit's error page
     logging.getLogger("rundash").exception("page %r failed (run %s)", nav.title, getattr(run, "path", None))

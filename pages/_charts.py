@@ -9,6 +9,8 @@ import re
 
 import streamlit as st
 
+from rundash_core.user_regex import NOTHING, compile_user_pattern
+
 from rundash_core.charts import figures, smoothing
 from rundash_core.charts.figures import Chart, ChartOptions
 from rundash_core.charts.series import X_STEP, X_TIME
@@ -18,9 +20,27 @@ X_LABELS = {X_STEP: "step", X_TIME: "relative wall time"}
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
 
-def url_widget(widget, *args, key: str, **kwargs):
-    """A widget whose value lives in the URL under `key`."""
-    return widget(*args, key=key, bind="query-params", **kwargs)
+def url_widget(widget, label, *args, key: str, format_func=None, **kwargs):
+    """A widget whose value lives in the URL under `key`, so a copied link reproduces the view.
+    A choice shown through `format_func` keeps its short option value in the URL (`view=all`,
+    `align=time`), not its display label: labels may change without breaking links."""
+    if format_func is None:
+        return widget(label, *args, key=key, bind="query-params", **kwargs)
+    options = list(args[0] if args else kwargs["options"])
+    if key not in st.session_state and (chosen := _option(st.query_params.get(key), options)) is not None:
+        st.session_state[key] = chosen
+        kwargs.pop("index", None), kwargs.pop("default", None)  # the URL's value wins
+    value = widget(label, *args, key=key, format_func=format_func, **kwargs)
+    if value is None:
+        st.query_params.pop(key, None)
+    else:
+        st.query_params[key] = str(value)
+    return value
+
+
+def _option(raw: str | None, options: list):
+    """The option whose text is `raw` (URL values are strings)."""
+    return next((o for o in options if raw is not None and str(o) == raw), None)
 
 
 def smoothing_controls(container=st) -> tuple[str, float]:
@@ -57,16 +77,17 @@ def x_axis(choices: list[str], container=st, key: str = "x") -> str:
                      "the same steps. Time-keyed panels (inference) always plot against time.")
 
 
-def regex_filter(label: str, key: str, placeholder: str = "", container=st) -> re.Pattern | None:
-    """A regex text box; an invalid pattern is reported and matches nothing."""
+def regex_filter(label: str, key: str, placeholder: str = "", container=st):
+    """A regex text box, case-insensitive, on RE2 (linear time: a user's pattern cannot stall the
+    server); an invalid or refused pattern is reported and matches nothing."""
     text = url_widget(container.text_input, label, key=key, placeholder=placeholder)
     if not text:
         return None
-    try:
-        return re.compile(text)
-    except re.error as e:
-        container.error(f"Invalid regex {md_code(text)}: {md_escape(str(e))}")
-        return re.compile(r"(?!)")
+    pattern, error = compile_user_pattern(text)
+    if error:
+        container.error(f"Invalid regex {md_code(text)}: {md_escape(error)}")
+        return NOTHING
+    return pattern
 
 
 def live_paused(running: bool, container=st) -> bool:

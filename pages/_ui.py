@@ -93,7 +93,7 @@ def _directories(dirs: tuple[str, ...], roots: tuple[str, ...]) -> None:
         st.warning(f"Cannot read a tracked directory: {md_escape(error)}")
     with st.expander("Directories"):
         for d in all_dirs(dirs):
-            st.code(d, language="text")
+            st.markdown(md_code(d))  # (a code box would load the syntax highlighter on every page)
         with st.form("add_dir", clear_on_submit=True, border=False):
             path = st.text_input("Add a directory", placeholder=roots[0] if roots else "")
             if st.form_submit_button("Add") and path:
@@ -184,19 +184,24 @@ def _envs_help(envs) -> str | None:
     return ", ".join(md_escape(e) for e in envs) if len(envs) > 2 else None
 
 
-def run_card(run: Run) -> None:
+def run_card(run: Run, *, compact: bool = False) -> None:
     """The run card: step headline, status, duration (ticking while running), model, resumes,
-    envs, created. Re-runs by itself every second while the run is live."""
-    with st.spinner("Reading the run's metrics…"):
+    envs, created; at the top of every page (app.py). Re-runs by itself while the run is live."""
+    try:
         ov = run.overview()
-    interval = 1.0 if ov.status == "running" else None
+    except Exception as e:  # noqa: BLE001 - the page below still shows what it can
+        st.warning(f"The run card of {md_code(run.run_id)} could not be read: {type(e).__name__}: "
+                   f"{md_escape(str(e)[:200])}")
+        return
+    interval = (5.0 if compact else 1.0) if ov.status == "running" else None
 
     @st.fragment(run_every=interval)
     def _card() -> None:
         o = run.overview() if interval else ov
-        st.markdown(f"## {md_escape(step_headline(o.step, o.max_steps))}")
+        st.markdown(f"{'###' if compact else '##'} {md_escape(step_headline(o.step, o.max_steps))}")
         st.caption(f"{md_escape(o.name)} · {text_or(o.kind, 'n/a')} · {text_or(o.flavor, 'n/a')}")
-        st.caption(md_code(o.path))  # the full path (the runs table shortens it)
+        if not compact:
+            st.caption(md_code(o.path))  # the full path (the runs table shortens it)
         cols = st.columns([1.1, 1, 1.4, 0.8, 1.5, 1.2, 1.4])
         cols[0].caption("STATUS")
         cols[0].markdown(status_text(o.status))

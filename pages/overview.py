@@ -58,8 +58,7 @@ def runs_table(filters) -> None:
 
 
 run = _ui.current_run()
-if run is not None:
-    _ui.run_card(run)
+if run is not None:  # (its run card is at the top of every page: app.py)
     _ui.problems_panel(run)
     st.divider()
 

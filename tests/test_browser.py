@@ -155,7 +155,7 @@ def test_metrics_view_lives_in_the_url(served, browser, tmp_path):
 def _metrics_link_round_trip(base: str, browser) -> None:
     run_id = "math-python+wiki-search--qwen3-4b--0b45f1ec"
     ctx, page, _ = _page(browser)
-    page.goto(f"{base}/metrics?run={quote(run_id)}&smooth={quote('Running average')}&amount_running_avg=5")
+    page.goto(f"{base}/metrics?run={quote(run_id)}&smooth=running_avg&amount_running_avg=5&view=sections")
     charts = page.get_by_test_id("stPlotlyChart")
     expect(charts.first).to_be_visible(timeout=30000)
     expect(charts.first.locator(".main-svg").first).to_be_visible(timeout=30000)
@@ -170,7 +170,8 @@ def _metrics_link_round_trip(base: str, browser) -> None:
     expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=30000)
     expect(page.get_by_role("combobox", name="Smoothing")).to_have_value("Running average")
     expect(page.get_by_label("Log y")).to_be_checked()
-    assert parse_qs(urlparse(page.url).query)["run"] == [run_id]
+    query = parse_qs(urlparse(page.url).query)
+    assert query["run"] == [run_id] and query["smooth"] == ["running_avg"] and query["view"] == ["sections"]
     ctx.close()
 
 

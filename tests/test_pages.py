@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
+from conftest import open_page
 from rundash_core import cache
 from rundash_core.configview import compile_search, prune
 from rundash_core.present import format_time, md_escape
@@ -146,7 +147,7 @@ def test_config_page_attempts_and_search(monkeypatch, runs_dir):
     files = run.configs(attempt=1)
     expected = sum(prune(v, pattern)[1] for v in files.values() if isinstance(v, dict))
     expected += sum(v.count("max_steps") for v in files.values() if isinstance(v, str))
-    assert f"**{expected}** match" in at.caption[0].value
+    assert any(f"**{expected}** match" in c.value for c in at.caption)  # (after the run card's captions)
     shown = [e.label for e in at.expander if e.label != "Directories"]
     assert shown and all("match" in s for s in shown)
     assert all("max_steps" in c.value for c in at.code if c.language == "json")
@@ -275,3 +276,17 @@ def test_every_page_renders_every_kind_of_demo_run(monkeypatch, tmp_path):
         for page in PAGES[1:]:
             at.switch_page(page).run()
             assert not at.exception, (run_id, page)
+
+
+def test_the_run_card_is_on_every_page(monkeypatch, demo_runs):
+    """The prime-rl seed's card (step N of max, status, duration, model, resumes, envs, created)
+    at the top of every page, compact away from Overview."""
+    folder, runs = demo_runs
+    row = runs[runs["kind"] == "prime-rl"].iloc[0]
+    ov = rd.open_run(row["path"], run_id=row["run_id"]).overview()
+    for page in ("pages/overview.py", "pages/metrics.py", "pages/compare.py", "pages/config.py"):
+        at = open_page(monkeypatch, folder, page, {"run": row["run_id"]})
+        headline = [m.value for m in at.markdown if "of" in m.value and m.value.startswith("#")]
+        assert headline and f"step {ov.step} of {ov.max_steps}" in headline[0], page
+        labels = [c.value for c in at.caption]
+        assert {"STATUS", "DURATION", "MODEL", "RESUMES", "CREATED"} <= set(labels), page

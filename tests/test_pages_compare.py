@@ -173,7 +173,7 @@ def test_time_alignment_names_the_runs_without_timestamps(monkeypatch, demo_runs
     folder, runs = demo_runs
     verl = runs[runs["kind"] == "verl"].iloc[0]["run_id"]
     prime = runs[runs["kind"] == "prime-rl"].iloc[0]["run_id"]
-    at = compare_page(monkeypatch, folder, [prime, verl], align="relative wall time", metrics=["reward"])
+    at = compare_page(monkeypatch, folder, [prime, verl], align="time", metrics=["reward"])
     assert any("No timestamps" in c.value and md_code(verl) in c.value for c in at.caption)
     reward = lines(charts(at)["reward"])
     assert list(reward) == [prime]  # the verl run cannot be placed on a time axis

@@ -94,7 +94,7 @@ def test_inference_panels_plot_against_relative_time(monkeypatch, demo_runs):
 def test_smoothing_from_the_url_is_computed_on_the_full_series(monkeypatch, demo_runs):
     folder, runs = demo_runs
     run_id, run = run_of(runs, "verl")
-    at = metrics_page(monkeypatch, folder, run_id, smooth="Running average", amount_running_avg="3")
+    at = metrics_page(monkeypatch, folder, run_id, smooth="running_avg", amount_running_avg="3")
     fig = figures(at)[0]
     line = [t for t in fig["data"] if t.get("showlegend", True) is not False][0]
     raw = [t for t in fig["data"] if t["name"].endswith("(raw)")][0]
@@ -125,19 +125,23 @@ def test_all_metrics_mode_filters_and_reaches_keys_no_section_covers(monkeypatch
                                                          eval_envs=ov.eval_envs)))
     assert uncovered
     target = uncovered[0]
-    at = metrics_page(monkeypatch, folder, run_id, view="All metrics", filter=f"^{re.escape(target)}$")
+    at = metrics_page(monkeypatch, folder, run_id, view="all", filter=f"^{re.escape(target)}$")
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
     assert titles == [target]
 
-    at = metrics_page(monkeypatch, folder, run_id, view="All metrics", filter="reward", logy="true",
-                      x="relative wall time")
+    at = metrics_page(monkeypatch, folder, run_id, view="all", filter="reward", logy="true",
+                      x="time")
     figs = figures(at)
     assert figs and all("reward" in f["layout"]["title"]["text"].lower() for f in figs)
     assert all(f["layout"]["yaxis"]["type"] == "log" for f in figs)
     assert all(f["layout"]["xaxis"]["title"]["text"].startswith("time since start") for f in figs)
 
-    at = metrics_page(monkeypatch, folder, run_id, view="All metrics", filter="(unclosed")
+    at = metrics_page(monkeypatch, folder, run_id, view="all", filter="(unclosed")
     assert any("Invalid regex" in e.value for e in at.error) and not figures(at)
+
+    # a catastrophic pattern on a backtracking engine: linear on RE2, the page answers
+    at = metrics_page(monkeypatch, folder, run_id, view="all", filter="(.*)*X(a|aa)+$")
+    assert not at.exception and not figures(at) and any("No metric matches" in i.value for i in at.info)
 
 
 def test_live_refresh_toggle_only_for_running_runs(monkeypatch, demo_runs):

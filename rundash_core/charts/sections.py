@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable
 
+from ..user_regex import compile_user_pattern
+
 
 @dataclass(frozen=True)
 class Panel:
@@ -448,11 +450,10 @@ def key_tree(keys: Iterable[str], *, pattern: str | None = None, max_depth: int 
     along its "/" path. With `max_depth`, levels below it are not split further: their keys sit in
     the node at max_depth. Raises ValueError for an invalid pattern."""
     rx = None
-    if pattern:
-        try:
-            rx = re.compile(pattern, re.IGNORECASE)
-        except re.error as e:
-            raise ValueError(f"invalid regex {pattern!r}: {e}") from None
+    if pattern:  # a user's pattern: RE2, linear time
+        rx, error = compile_user_pattern(pattern)
+        if error:
+            raise ValueError(f"invalid regex {pattern!r}: {error}")
     root = Node("", "")
     index: dict[str, Node] = {"": root}
     for key in sorted({str(k) for k in keys}):
