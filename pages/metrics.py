@@ -1,4 +1,6 @@
 """Metrics: the run's charts in sections per flavor, or every logged key; smoothed, downsampled, live."""
+import dataclasses
+
 import streamlit as st
 
 from pages import _charts, _ui
@@ -77,6 +79,7 @@ if run is None:
 
 ov = run.overview()
 mode, opts, paused, x_slot = header(run, ov)
+opts = dataclasses.replace(opts, resumes=tuple(_ui.read_or_stop(run.resume_steps, f"the attempts of {run.name}")))
 with st.spinner("Reading the run's metrics…"):
     index = _ui.read_or_stop(lambda: series_index(run), f"the metrics of {run.name}")
 x = _charts.x_axis(x_choices(index), container=x_slot)

@@ -211,3 +211,20 @@ def test_trainer_and_orchestrator_time_step_are_two_labelled_series(monkeypatch,
     names = sorted(t["name"] for t in step_time["data"] if t.get("showlegend", True) is not False)
     assert names == ["time/step (orch)", "time/step (trainer)"]
     assert step_time["layout"]["showlegend"] is True
+
+
+def test_resumes_are_vertical_markers_on_step_charts(monkeypatch, demo_runs):
+    """The demo's resumed prime-rl run (attempt 2 went back to an earlier checkpoint) and its verl
+    log with an appended resume: a dotted marker at the step each resumed at, on step axes only."""
+    folder, runs = demo_runs
+    for kind in ("prime-rl", "verl"):
+        candidates = [(r.run_id, rd.open_run(r.path, run_id=r.run_id).resume_steps())
+                      for r in runs[runs["kind"] == kind].itertuples()]
+        run_id, resumes = next((i, s) for i, s in candidates if s)
+        figs = figures(metrics_page(monkeypatch, folder, run_id))
+        assert figs
+        for f in figs:
+            marks = [s["x0"] for s in f["layout"].get("shapes", []) if s.get("line", {}).get("dash") == "dot"]
+            assert marks == resumes, (kind, f["layout"]["title"]["text"])
+        figs = figures(metrics_page(monkeypatch, folder, run_id, x="time")) if kind == "prime-rl" else []
+        assert all(not f["layout"].get("shapes") for f in figs if "time" in f["layout"]["xaxis"]["title"]["text"])

@@ -47,6 +47,10 @@ class ChartOptions:
     log_y: bool = False
     clip_outliers: bool = False
     max_points: int = MAX_POINTS
+    resumes: tuple[int, ...] = ()  # steps where the run resumed: dotted vertical markers on step axes
+
+
+RESUME_COLOR = "#9a9a9a"
 
 
 @dataclass
@@ -243,8 +247,15 @@ def _layout(title: str, kind: str, unit: str, opts: ChartOptions, series: list[S
         flat = _flat_value(series)
         if flat:  # plotly pads a constant series by ±1, which draws a 1e-6 learning rate as 0
             yaxis["range"] = [flat - 0.1 * abs(flat), flat + 0.1 * abs(flat)]
-    return {"title": {"text": plotly_text(title), "font": {"size": 13}}, "hovermode": "x unified",
-            "xaxis": xaxis, "yaxis": yaxis}
+    out = {"title": {"text": plotly_text(title), "font": {"size": 13}}, "hovermode": "x unified",
+           "xaxis": xaxis, "yaxis": yaxis}
+    if kind == X_STEP and opts.resumes:
+        out["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": s, "x1": s, "y0": 0, "y1": 1,
+                          "line": {"color": RESUME_COLOR, "width": 1, "dash": "dot"}} for s in opts.resumes]
+        out["annotations"] = [{"x": s, "xref": "x", "y": 1, "yref": "paper", "text": "resumed", "showarrow": False,
+                               "font": {"size": 9, "color": RESUME_COLOR}, "xanchor": "left", "yanchor": "top"}
+                              for s in opts.resumes]
+    return out
 
 
 def _flat_value(series: list[Series]) -> float | None:
