@@ -92,3 +92,18 @@ def test_an_unforeseen_reader_failure_is_a_message_naming_the_run(monkeypatch, d
     assert "could not be shown" in errors and run_id in errors and "disk on fire" in errors
     config = (Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text()
     assert 'showErrorDetails = "none"' in config
+
+
+def test_a_trial_started_in_year_9999_is_no_time(tmp_path):
+    import json
+    import shutil
+
+    work = shutil.copytree(Path(__file__).parent / "data" / "lego", tmp_path / "lego")
+    result = next(work.rglob("result.json"))
+    data = json.loads(result.read_text())
+    data["started_at"] = "9999-12-31T23:59:59Z"
+    result.write_text(json.dumps(data))
+    run = rd.open_run(work / "logs" / "qwen3-8b-swegym-gspo-async-r1.log")
+    samples = run.samples()
+    row = samples[samples["locator"] == str(result.parent)]
+    assert len(row) == 1 and row["duration_s"].isna().all()  # no time, no exception

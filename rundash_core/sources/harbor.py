@@ -203,15 +203,15 @@ def _integer(v) -> int | None:
 
 
 def _time(v) -> int | None:
+    """ns since the epoch (exact) of an ISO time; None for anything else, or a time pandas cannot
+    hold in ns (before 1677, after 2262: a year-9999 `started_at` is no time)."""
     if not isinstance(v, str) or not v:
         return None
     try:
         t = pd.Timestamp(v)
-    except (ValueError, TypeError):
+        return None if t is pd.NaT else (t.tz_localize("UTC") if t.tzinfo is None else t).value
+    except (ValueError, TypeError, OverflowError):
         return None
-    if t is pd.NaT:
-        return None
-    return (t.tz_localize("UTC") if t.tzinfo is None else t).value  # ns since the epoch, exact
 
 
 def _reward_txt(path: str) -> tuple[float | None, str | None]:
