@@ -282,8 +282,8 @@ def first_step(data: bytes, lo: int = 0) -> int | None:
         if pos and (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/"):
             continue
         end = data.find(b"\n", m.end())
-        pairs = [seg.split(b":", 1) for seg in data[m.end(): end if end >= 0 else len(data)].split(b" - ")]
-        if all(len(p) == 2 for p in pairs) and not all(_is_validation_key(p[0]) for p in pairs):
+        segments = data[m.end(): end if end >= 0 else len(data)].split(b" - ")
+        if b":" in segments[0] and any(not _is_validation_key(seg.partition(b":")[0]) for seg in segments):
             return int(m.group(1))  # (a sample print holding `step:0 - text` is no metric line)
     return None
 
