@@ -297,3 +297,19 @@ def open_page(monkeypatch, folder, page: str, query: dict):
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+@pytest.fixture
+def tables(monkeypatch):
+    """Every st.dataframe call of a page: (data, keyword arguments)."""
+    import streamlit
+
+    calls = []
+    real = streamlit.dataframe
+
+    def spy(data=None, *args, **kwargs):
+        calls.append((data, kwargs))
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "dataframe", spy)
+    return calls

@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import streamlit
 
 import rundash_core as rd
 from conftest import DATA, open_page
@@ -243,20 +242,6 @@ def test_absent_values_are_never_text():
         assert is_absent(v) and text_or(v) == "—" and text_or(v, "n/a") == "n/a"
     for v in (0, 0.0, "None?", "x", [1], False):
         assert not is_absent(v)
-
-
-@pytest.fixture
-def tables(monkeypatch):
-    """Every st.dataframe call of a page: (data, keyword arguments)."""
-    calls = []
-    real = streamlit.dataframe
-
-    def spy(data=None, *args, **kwargs):
-        calls.append((data, kwargs))
-        return real(data, *args, **kwargs)
-
-    monkeypatch.setattr(streamlit, "dataframe", spy)
-    return calls
 
 
 def test_overview_shows_absent_values_as_dashes_and_every_run(monkeypatch, demo_runs, tables):

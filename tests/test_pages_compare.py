@@ -5,7 +5,6 @@ import json
 
 import pandas as pd
 import pytest
-import streamlit
 from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
@@ -143,16 +142,9 @@ def test_unreadable_configs_are_named_not_called_identical(monkeypatch, demo_run
     assert any(md_code(ids[0]) in w.value for w in at.warning)  # ...and is named
 
 
-def test_summary_says_only_what_it_knows(monkeypatch, demo_runs):
+def test_summary_says_only_what_it_knows(monkeypatch, demo_runs, tables):
     """Entropy has no better direction: no best (it used to be its maximum); absent cells read —."""
-    calls = []
-    real = streamlit.dataframe
-
-    def spy(data=None, *args, **kwargs):
-        calls.append((data, kwargs))
-        return real(data, *args, **kwargs)
-
-    monkeypatch.setattr(streamlit, "dataframe", spy)
+    calls = tables
     folder, runs = demo_runs
     ids = runs[runs["kind"] == "prime-rl"]["run_id"].tolist()[:2]
     at = compare_page(monkeypatch, folder, ids, metrics=["reward", "entropy"])
