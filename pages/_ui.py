@@ -188,7 +188,7 @@ def run_card(run: Run, *, compact: bool = False) -> None:
     """The run card: step headline, status, duration (ticking while running), model, resumes,
     envs, created; at the top of every page (app.py). Re-runs by itself while the run is live."""
     try:
-        ov = run.overview()
+        ov = run.card()
     except Exception as e:  # noqa: BLE001 - the page below still shows what it can
         st.warning(f"The run card of {md_code(run.run_id)} could not be read: {type(e).__name__}: "
                    f"{md_escape(str(e)[:200])}")
@@ -197,7 +197,7 @@ def run_card(run: Run, *, compact: bool = False) -> None:
 
     @st.fragment(run_every=interval)
     def _card() -> None:
-        o = run.overview() if interval else ov
+        o = run.card() if interval else ov
         st.markdown(f"{'###' if compact else '##'} {md_escape(step_headline(o.step, o.max_steps))}")
         st.caption(f"{md_escape(o.name)} · {text_or(o.kind, 'n/a')} · {text_or(o.flavor, 'n/a')}")
         if not compact:

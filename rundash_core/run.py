@@ -169,6 +169,12 @@ class Run(abc.ABC):
         """The run card and the runs-list row: cheap (file ends and stats), cached by the files'
         fingerprints, status as of `now`."""
 
+    def card(self, now: float | None = None) -> Overview:
+        """The run card: the summary, plus what only the card shows and may cost a read of the
+        metrics (a verl log's duration from its step timings). The fields the runs list shows
+        are the summary's, so the two never disagree."""
+        return self.overview(now)
+
     # Metrics -------------------------------------------------------------------------------------
     @abc.abstractmethod
     def metrics(self) -> pd.DataFrame:

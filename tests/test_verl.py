@@ -460,3 +460,22 @@ def test_a_last_line_without_newline_is_read_once_the_file_is_still(tmp_path):
         fh.write(b"\nstep:6 - a:6.0\n")
     got = tidy_map(run)
     assert (got[(5, "a")], got[(6, "a")]) == (5.0, 6.0) and list(run.store().tail.problems.items()) == []
+
+
+def test_the_card_of_a_log_without_stamps_times_it_by_its_steps(tmp_path):
+    """A verl console log has no timestamps on its metric lines: the card's duration is the sum of
+    its per-step `timing_s/step` plus validation time outside a step, the same for a copy made
+    today; the runs list (the summary) does not need it."""
+    import shutil
+
+    lines = ["step:0 - val-core/x/reward/mean@1:0.1 - timing_s/testing:30.0\n"]
+    lines += [f"step:{s} - actor/pg_loss:0.1 - timing_s/step:100.0\n" for s in range(1, 6)]
+    lines += ["step:5 - timing_s/step:110.0\n"]  # the last write of a step counts
+    log = write(tmp_path / "a" / "run.log", "".join(lines))
+    card = rd.open_run(log).card()
+    assert card.duration_s == pytest.approx(30.0 + 4 * 100.0 + 110.0)
+    assert rd.open_run(log).overview().duration_s is None  # the cheap summary reads the ends only
+    copy = tmp_path / "b" / "run.log"
+    copy.parent.mkdir()
+    shutil.copy(log, copy)
+    assert rd.open_run(copy).card().duration_s == card.duration_s

@@ -362,7 +362,10 @@ def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
         added = len(more) - len(data)
         wlo = more.find(b"\n") + 1 if ends.tail_start > 0 else 0
         final = more.find(_FINAL, wlo, lo + added + len(_FINAL)) >= 0
-    stamps = _STAMP.findall(data, lo, hi)
+    # the last wall-clock stamp: of the run's course, not of its start-up (a short log's window
+    # holds both): after the first metric line when the window is the whole file
+    first = _STEP_AT.search(data, lo, hi) if ends.tail_start == 0 else None
+    stamps = _STAMP.findall(data, first.start() if first is not None else lo, hi) if first or ends.tail_start else []
     train, top = step, hi
     while train is not None and _validation_only(data, at, top):
         top = at

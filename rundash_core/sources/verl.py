@@ -203,6 +203,15 @@ class VerlRun(Run):
             model=d.model, attempts=d.attempts, eval_envs=list(d.eval_envs), flavor=d.head.flavor,
             finished=d.tail.final_validation, last_step=last, touched=touched).at(now)
 
+    def card(self, now: float | None = None) -> Overview:
+        """The summary; a log without wall-clock stamps at its ends gets its duration from the
+        data: the sum of its per-step `timing_s/step`, plus validation time logged outside a step."""
+        ov = self.overview(now)
+        if ov.duration_s is None and (store := self.store()) is not None:
+            ov.duration_s = cache.shared.current(_key("verl-duration", store.path), store.stamp,
+                                                 lambda: _timed_duration(store.tidy()), size=lambda _v: 64)
+        return ov
+
     # Problems ------------------------------------------------------------------------------------
     def problems(self) -> list[Problem]:
         out: list[Problem] = []
@@ -222,6 +231,24 @@ class VerlRun(Run):
             if p.error:
                 out.append(Problem(log, p.error))
         return out
+
+
+_STEP_TIMES = ("timing_s/step", "timing/step")
+_VALIDATION_TIMES = ("timing_s/testing", "timing/testing")
+
+
+def _timed_duration(tidy) -> float | None:
+    """Seconds the log's steps took: `timing_s/step` summed over steps (the last write of a step
+    counts), plus `timing_s/testing` of steps without a step time (the initial validation); None
+    when the log times no steps."""
+    metric = tidy["metric"].astype(str)
+    rows = tidy[metric.isin(_STEP_TIMES + _VALIDATION_TIMES) & tidy["step"].notna()]
+    if not metric.isin(_STEP_TIMES).any() or rows.empty:
+        return None
+    rows = rows.assign(kind=rows["metric"].astype(str).isin(_STEP_TIMES)).drop_duplicates(["step", "kind"], keep="last")
+    timed = set(rows.loc[rows["kind"], "step"])
+    extra = rows[~rows["kind"] & ~rows["step"].isin(timed)]
+    return float(rows.loc[rows["kind"], "value"].sum() + extra["value"].sum())
 
 
 def _steps_done(d: Digest) -> int | None:
