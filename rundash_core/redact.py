@@ -157,8 +157,12 @@ def _key(k):
 
 
 def redact(value):
-    """A copy of a parsed config (dict/list/scalars) or text with secrets replaced by HIDDEN."""
-    return _redact(value, None, False)
+    """A copy of a parsed config (dict/list/scalars) or text with secrets replaced by HIDDEN. A
+    value nested too deeply to check is hidden whole (never shown unchecked)."""
+    try:
+        return _redact(value, None, False)
+    except RecursionError:
+        return f"{HIDDEN} (nested too deeply to check for secrets)"
 
 
 def _redact(value, name, aws: bool):

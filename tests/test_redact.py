@@ -278,3 +278,15 @@ def test_redact_of_a_large_parsed_config_is_linear():
     out = redact(cfg)
     assert SECRET not in json.dumps(out)
     assert best_time(lambda: redact(cfg), rounds=2) <= 10 * best_time(lambda: copy.deepcopy(cfg), rounds=2)
+
+
+def test_a_value_nested_too_deeply_to_check_is_hidden_whole():
+    from rundash_core.redact import HIDDEN, redact
+
+    deep = inner = []
+    for _ in range(3000):
+        inner.append([])
+        inner = inner[0]
+    inner.append("sk-live-abcdefghijklmnopqrstuvwx")
+    out = redact({"a": deep})
+    assert isinstance(out, str) and out.startswith(HIDDEN) and "sk-live" not in out
