@@ -59,20 +59,38 @@ class LRUCache:
         self._lock = threading.RLock()
         self.hits = 0
         self.misses = 0
+        self._building: dict[Any, tuple[threading.Event, int]] = {}  # keys being built: (done, builder thread)
 
     def get_or_create(self, key: Any, factory: Callable[[], Any], size: int | None = None) -> Any:
         """The cached value for `key`, else `factory()` stored. `size` (bytes), when given, is the
         size of a fixed value the caller already knows (e.g. estimated from the bytes it came
         from), so it is not measured by a deep walk; a value with an int `cache_size` attribute
-        is sized by it likewise."""
+        is sized by it likewise. One build per key at a time: sessions asking for the same file
+        while it is parsed wait for that parse instead of each holding its own."""
+        while True:
+            with self._lock:
+                if key in self._items:
+                    self._items.move_to_end(key)
+                    self.hits += 1
+                    return self._items[key]
+                building = self._building.get(key)
+                own = building is None
+                if own:
+                    self._building[key] = (threading.Event(), threading.get_ident())
+                if own or building[1] == threading.get_ident():  # (or a build asking for its own key)
+                    self.misses += 1
+                    break
+            building[0].wait()  # then it is there, unless it was too large to keep: build it here
+        try:
+            value = factory()
+        except BaseException:
+            if own:
+                with self._lock:
+                    self._building.pop(key)[0].set()
+            raise
         with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return self._items[key]
-            self.misses += 1
-        value = factory()
-        with self._lock:
+            if own:  # stored and announced under one lock: a waiter finds the value
+                self._building.pop(key)[0].set()
             if key not in self._items:
                 self._items[key] = value
                 if _grows(value):
@@ -114,11 +132,12 @@ class LRUCache:
         return self._fixed_total + sum(_sizeof(self._items[k]) for k in self._growing)
 
     def evict(self) -> None:
-        """Drop least-recently-used entries until the total size is within the limit. Entries
-        that grow call this after growing (`MetricStore` refreshes through the cache)."""
+        """Drop least-recently-used entries until the total size is within the limit, the newest
+        too when it alone is larger (then it is parsed again when asked for: a small limit makes
+        loads slower, not memory larger). Entries that grow call this after growing."""
         with self._lock:
             total = self._total()
-            while total > self.limit and len(self._items) > 1:
+            while total > self.limit and self._items:
                 key, value = next(iter(self._items.items()))
                 total -= self._fixed_sizes.get(key) if key in self._fixed_sizes else _sizeof(value)
                 self._forget(key)
