@@ -664,3 +664,20 @@ def test_episode_has_the_trajectory_messages_and_tool_calls_and_ids_are_url_safe
     for bad in ("no-such-sample", f"step_0002/{trial.name}", f"1-{trial.name}", f"2-{trial.name}x", "2-", ""):
         with pytest.raises(KeyError):
             run.episode(bad)
+
+
+def test_a_log_without_a_closing_stamp_is_dated_by_its_newest_trials(tmp_path):
+    """The Lego log prints no wall-clock time at its end: its last logged time is the last
+    `finished_at` of the newest step folder's trials, the same for a copy made today."""
+    import json
+    import shutil
+
+    src = Path(__file__).parent / "data" / "lego"
+    newest = max((src / "harbor_trials").rglob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+    ends = [pd.Timestamp(json.loads(r.read_text())["finished_at"]) for r in newest.glob("*/result.json")]
+    want = max(ends).tz_convert("UTC") if max(ends).tzinfo else max(ends).tz_localize("UTC")
+    ov = rd.open_run(src / "logs" / f"{EXP}.log").overview()
+    assert abs(ov.updated - want) < pd.Timedelta(milliseconds=1)
+    assert ov.duration_s == pytest.approx((want - ov.started).total_seconds(), abs=1e-3)
+    copy = shutil.copytree(src, tmp_path / "lego")
+    assert rd.open_run(copy / "logs" / f"{EXP}.log").overview().updated == ov.updated

@@ -191,6 +191,25 @@ def list_folders(exp_dirs: list[str]) -> list[Folder]:
     return sorted(out, key=lambda f: (f.step, f.exp_dir))
 
 
+def newest_finish(exp_dirs: list[str], max_trials: int = 256) -> float | None:
+    """The last `finished_at` (epoch seconds) among the trials of the newest step folder of the
+    exp dirs (up to `max_trials` of them; rows kept in the shared trial cache): a run's last
+    logged time when its log prints none."""
+    newest = None
+    for exp in exp_dirs:
+        steps = [(n, name) for name in _subdirs(exp) if (n := step_number(name)) is not None]
+        if steps:
+            n, name = max(steps)
+            if newest is None or n > newest.step:
+                newest = Folder(exp, name, n, tuple(_subdirs(os.path.join(exp, name)))[:max_trials])
+    if newest is None:
+        return None
+    col = {c: i for i, c in enumerate(TRIAL_COLUMNS)}
+    ends = [row[col["started"]] / 1e9 + row[col["duration_s"]] for row in exp_dir_trials(newest.exp_dir).rows(newest)
+            if row[col["started"]] is not None and row[col["duration_s"]] is not None]
+    return max(ends) if ends else None
+
+
 # Reading one trial (spec 3.3, 4) ------------------------------------------------------------------
 def _number(v) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):

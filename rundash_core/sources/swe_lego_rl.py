@@ -36,7 +36,7 @@ import pandas as pd
 from .. import cache, frames
 from ..io.bytetail import ByteTail
 from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots
-from ..run import Problem
+from ..run import Overview, Problem, utc
 from . import harbor
 from .harbor_episode import trial_episode
 from .verl import VerlRun
@@ -158,6 +158,16 @@ class SweLegoRLRun(VerlRun):
         self.exp = stem(self.path)  # the file name decides, as in Lego-RL (not trainer.experiment_name)
         self._lock = threading.Lock()
         self._link_problems: list[Problem] = []
+
+    def summary(self) -> Overview:
+        """The verl summary; a log that prints no wall-clock time at its end is dated by its
+        trials instead: the last `finished_at` of the newest step folder next to its `logs/`."""
+        ov = super().summary()
+        if ov.updated is None:
+            ended = harbor.newest_finish(harbor.sibling_exp_dirs(self.path, self.exp))
+            if ended is not None and (ov.started is None or ended >= ov.started.timestamp()):
+                ov.updated = utc(ended)
+        return ov
 
     # Trial dirs ----------------------------------------------------------------------------------
     def marks(self) -> LogMarks:

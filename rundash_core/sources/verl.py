@@ -186,13 +186,17 @@ class VerlRun(Run):
         return max(times) if times else None
 
     def overview(self, now: float | None = None) -> Overview:
-        """The run card and runs-list row, from the log's one summary (its ends). Times come from
-        the wall-clock stamps the log prints (the first in its head, the last in its tail window);
-        a log without them has no duration. The files' mtime only says whether it is running."""
+        """The run card and runs-list row, from the log's one summary (its ends), status as of `now`."""
+        return self.summary().at(now)
+
+    def summary(self) -> Overview:
+        """The summary without its status: from the log's ends. Times come from the wall-clock
+        stamps the log prints (the first in its head, the last in its tail window); the files'
+        mtime only says whether it is running."""
         d = self.digest()
         touched = utc(self.updated())
         if d is None:
-            return Overview(run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, touched=touched).at(now)
+            return Overview(run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, touched=touched)
         last = d.tail.last_step
         started, ended = d.started, _stamp_seconds(d.tail.last_stamp)
         return Overview(
@@ -201,7 +205,7 @@ class VerlRun(Run):
             created=utc(started), started=utc(started), updated=utc(ended if ended is not None and started is not None
                                                                     and ended >= started else None),
             model=d.model, attempts=d.attempts, eval_envs=list(d.eval_envs), flavor=d.head.flavor,
-            finished=d.tail.final_validation, last_step=last, touched=touched).at(now)
+            finished=d.tail.final_validation, last_step=last, touched=touched)
 
     def card(self, now: float | None = None) -> Overview:
         """The summary; a log without wall-clock stamps at its ends gets its duration from the
