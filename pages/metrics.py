@@ -4,7 +4,8 @@ import dataclasses
 import streamlit as st
 
 from pages import _charts, _ui
-from rundash_core.charts.sections import covered_keys, key_tree, sections_for
+from rundash_core.charts.keytree import key_tree
+from rundash_core.charts.sections import covered_keys, sections_for
 from rundash_core.charts.series import series_index
 from rundash_core.charts.view import key_groups, metric_charts, section_charts, x_choices
 from rundash_core.present import md_escape

@@ -14,7 +14,7 @@ import rundash_core as rd
 from rundash_core.charts.figures import ChartOptions, plotly_text
 from rundash_core.charts.series import X_STEP, X_TIME, SeriesIndex, series_index
 from rundash_core.charts.view import key_groups, metric_charts, panel_chart, x_choices
-from rundash_core.charts.sections import key_tree
+from rundash_core.charts.keytree import key_tree
 
 
 def tidy(rows) -> pd.DataFrame:

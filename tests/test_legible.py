@@ -14,7 +14,8 @@ import rundash_core as rd
 from conftest import DATA, open_page
 from rundash_core.charts.figures import (AXIS_BELOW, DASHES, LEGEND_ROW, PALETTE, PLOT_HEIGHT, ChartOptions,
                                          build_chart, legend_names, legend_rows, style_of, unique_styles)
-from rundash_core.charts.sections import Panel, sections_for, split_by_unit, unit_of
+from rundash_core.charts.sections import Panel, sections_for, split_by_unit
+from rundash_core.charts.units import unit_of
 from rundash_core.charts.series import X_STEP, Series, SeriesIndex, series_index
 from rundash_core.charts.view import (compare_chart, matched_keys, panel_chart, panel_charts, scale_label,
                                       section_charts, split_by_magnitude, typical_size)

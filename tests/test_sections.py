@@ -9,7 +9,8 @@ import pytest
 
 import rundash_core as rd
 from rundash_core.charts import sections as sec
-from rundash_core.charts.sections import covered_keys, key_tree, sections_for
+from rundash_core.charts.keytree import key_tree
+from rundash_core.charts.sections import covered_keys, sections_for
 
 DATA = Path(__file__).parent / "data"
 REAL = ["prime-rl", "prime-rl-old", "verl", "lego", "relax"]

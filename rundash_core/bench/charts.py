@@ -23,7 +23,8 @@ import plotly.io as pio
 import rundash_core as rd
 from rundash_core import cache
 from rundash_core.charts.figures import ChartOptions
-from rundash_core.charts.sections import key_tree, sections_for
+from rundash_core.charts.keytree import key_tree
+from rundash_core.charts.sections import sections_for
 from rundash_core.charts.series import series_index
 from rundash_core.charts.view import key_groups, metric_charts, section_charts
 

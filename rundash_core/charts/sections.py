@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
-from ..user_regex import compile_user_pattern
+from .units import unit_of
 
 
 @dataclass(frozen=True)
@@ -273,46 +273,6 @@ RELAX = [
 
 
 # units ----------------------------------------------------------------------------------------------
-SECONDS, MS_PER_TOKEN, S_PER_TOKEN, PER_SECOND = "seconds", "ms per token", "s per token", "per second"
-TOKENS, COUNT, RATIO, GB, GIB = "tokens", "count", "ratio", "GB", "GiB"
-_PARTS = re.compile(r"[/_\-:@().\s]+")
-_PER_SECOND = re.compile(r"throughput|:rate|tokens/sec|per_s(?:ec(?:ond)?)?(?:$|[/_])|/s(?:$|/)|(?:^|[/_])[tq]ps(?:$|/)")
-_RATIO_WORDS = {"ratio", "frac", "fraction", "clipfrac", "perc", "pct", "percent", "rate", "is", "has", "mfu"}
-_COUNT_WORDS = {"count", "counts", "samples", "inflight", "preempted"}
-_TIME_WORDS = {"time", "timing", "latency", "duration", "wait", "s", "sec", "secs", "seconds"}
-
-
-def unit_of(key: str) -> str | None:
-    """The unit of a metric, read from its key's words (None when the words do not say). In this
-    order, so the most specific word wins: rates (`throughput`, `…:rate`, `tokens/sec`) are per
-    second; `timing_per_token_ms/…` ms per token (`timing_per_token/…` s per token); ratios and
-    fractions (`…ratio`, `…frac…`, `…perc`, `…rate`, `is_…`/`has_…` means, MFU); `…_gb` GB
-    (`…_gib` GiB); token amounts (`…tokens`, `num_tokens`, lengths, `seqlen`; not `chi2_token`, a
-    per-token statistic) tokens; counts (`num_…`, `…count…`, samples); then times (`timing_s/…`,
-    `timing/…`, `time/…`, `…_time`, `…/timing/…`, `latency`, `(s)`) seconds. So
-    `timing_s/agent_loop/proxy_total_prompt_tokens/max` is tokens, not seconds."""
-    k = key.lower()
-    parts = [p for p in _PARTS.split(k) if p]
-    words = set(parts)
-    if _PER_SECOND.search(k):
-        return PER_SECOND
-    if "per_token_ms" in k:
-        return MS_PER_TOKEN
-    if "per_token" in k:
-        return S_PER_TOKEN
-    if words & _RATIO_WORDS or any(p.endswith(("ratio", "frac", "fraction")) or p.startswith("mfu") for p in parts):
-        return RATIO
-    if words & {"gb", "gib"}:
-        return GB if "gb" in words else GIB
-    if any(p.endswith("tokens") for p in parts) or words & {"seqlen", "length", "len"}:
-        return TOKENS
-    if words & _COUNT_WORDS or any(p.startswith("num") for p in parts):
-        return COUNT
-    if k.startswith(("timing_s/", "timing/", "time/")) or words & _TIME_WORDS:
-        return SECONDS
-    return None
-
-
 def split_by_unit(panel: Panel) -> list[Panel]:
     """A panel whose keys have two or more known units becomes one panel per unit, titled
     `<title> · <unit>` (keys of unknown unit keep the bare title), in the order of each group's
@@ -422,53 +382,3 @@ def covered_keys(sections: Iterable[Section]) -> set[str]:
     """Every key some panel of `sections` shows."""
     return {k for s in sections for p in s.panels for k in p.keys}
 
-
-# all-metrics mode -----------------------------------------------------------------------------------
-@dataclass
-class Node:
-    """One level of the key tree. `path` is the "/"-joined prefix ("" at the root); `keys` are the
-    full keys that end at this level (`train/agg/x` is in the keys of node `train/agg`), sorted;
-    children are the deeper levels, in the order of their first key. A page renders a node as an expander holding its keys' charts
-    and its children's expanders."""
-
-    name: str
-    path: str
-    keys: list[str] = field(default_factory=list)
-    children: list["Node"] = field(default_factory=list)
-
-    @property
-    def n_keys(self) -> int:
-        """Keys at this level and below (for expander labels)."""
-        return len(self.keys) + sum(c.n_keys for c in self.children)
-
-    def all_keys(self) -> list[str]:
-        return [*self.keys, *(k for c in self.children for k in c.all_keys())]
-
-
-def key_tree(keys: Iterable[str], *, pattern: str | None = None, max_depth: int | None = None) -> Node:
-    """Every key (filtered by `pattern`, a case-insensitive regex searched in the full key) nested
-    along its "/" path. With `max_depth`, levels below it are not split further: their keys sit in
-    the node at max_depth. Raises ValueError for an invalid pattern."""
-    rx = None
-    if pattern:  # a user's pattern: RE2, linear time
-        rx, error = compile_user_pattern(pattern)
-        if error:
-            raise ValueError(f"invalid regex {pattern!r}: {error}")
-    root = Node("", "")
-    index: dict[str, Node] = {"": root}
-    for key in sorted({str(k) for k in keys}):
-        if rx is not None and not rx.search(key):
-            continue
-        parts = key.split("/")[:-1]
-        if max_depth is not None:
-            parts = parts[:max(max_depth, 0)]
-        node, path = root, ""
-        for part in parts:
-            path = f"{path}/{part}" if path else part
-            child = index.get(path)
-            if child is None:
-                child = index[path] = Node(part, path)
-                node.children.append(child)
-            node = child
-        node.keys.append(key)
-    return root

@@ -17,7 +17,7 @@ from .figures import (MARGIN_TOP, Chart, ChartOptions, _rgba, build_chart, legen
                       unique_styles)
 from .. import cache
 from .aliases import canonical_frame
-from .sections import unit_of
+from .units import unit_of
 from .series import X_STEP, X_TIME, Series, SeriesIndex
 
 
