@@ -89,8 +89,8 @@ def sidebar(dirs: tuple[str, ...], roots: tuple[str, ...], is_demo: bool) -> Run
 
 
 def _directories(dirs: tuple[str, ...], roots: tuple[str, ...]) -> None:
-    for error in sc.runs_scan(all_dirs(dirs))[1]:
-        st.warning(f"Cannot read a tracked directory: {md_escape(error)}")
+    for note in sc.runs_scan(all_dirs(dirs))[1]:  # a tracked dir that cannot be read, or a folder cut short
+        st.warning(md_escape(note))
     with st.expander("Directories"):
         for d in all_dirs(dirs):
             st.markdown(md_code(d))  # (a code box would load the syntax highlighter on every page)

@@ -6,6 +6,10 @@ Harbor trial trees; the sources of the registry say which entries are runs. Each
 own summary (`Run.overview()`, what the run card shows too), which reads file ends and stats and is
 cached by the files' fingerprints. When no listed entry changed and every run is a file (a log),
 the previous frame is returned with its statuses derived again at `now`.
+
+A folder is listed up to `MAX_ENTRIES` entries (in the order the file system gives them): a folder
+with more is cut there, so one request never lists (or stats) a folder of 100k entries whole, and
+the cut is a note `scan()` returns with the errors (`rd.discover` does not raise for it).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ DEFAULT_DEPTH = 4
 SKIP_NAMES = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env", "harbor_trials", "wandb",
                         "checkpoints", "checkpoint", "ckpt", "ckpts"})
 SKIP_PATTERN = re.compile(r"^(?:global_step_?\d+|checkpoint-\d+|step_\d+|iter_\d+|attempt_\d+|latest)$")  # checkpoints, run internals
+MAX_ENTRIES = 20_000  # entries listed per folder; a folder with more is cut (and said so)
 
 
 def default_depth() -> int:
@@ -45,6 +50,7 @@ class Walk:
 
     runs: list[tuple[str, type[Run]]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # tracked directories that cannot be read
+    notes: list[str] = field(default_factory=list)  # folders listed only in part (more than MAX_ENTRIES entries)
     signature: list = field(default_factory=list)  # every listed folder's entries (name, size, mtime)
 
 
@@ -52,11 +58,22 @@ def _skipped(entry: os.DirEntry) -> bool:
     return entry.name.startswith(".") or entry.name in SKIP_NAMES or SKIP_PATTERN.match(entry.name) is not None
 
 
-def _listing(folder: str) -> tuple[list[os.DirEntry], tuple]:
-    """A folder's entries (by name; links that resolve outside the allowed roots left out) and
-    their signature, each entry stat'ed once."""
+def _listing(folder: str) -> tuple[list[os.DirEntry], tuple, bool]:
+    """A folder's entries (by name; links that resolve outside the allowed roots left out), their
+    signature, each entry stat'ed once, and whether the listing was cut: at most MAX_ENTRIES
+    entries are read (in the file system's order). A cut listing's signature ends with the cut,
+    the number read and the folder's own mtime (which changes when an entry is added, removed or
+    renamed, also past the cut)."""
+    entries, cut, n = [], False, 0
     with os.scandir(folder) as it:
-        entries = sorted((e for e in it if not e.is_symlink() or inside_roots(e.path)), key=lambda e: e.name)
+        for e in it:
+            if n == MAX_ENTRIES:
+                cut = True
+                break
+            n += 1
+            if not e.is_symlink() or inside_roots(e.path):
+                entries.append(e)
+    entries.sort(key=lambda e: e.name)
     sig = []
     for e in entries:
         try:
@@ -66,7 +83,9 @@ def _listing(folder: str) -> tuple[list[os.DirEntry], tuple]:
         except OSError:
             seed_file_id(e.path, None)
             sig.append((e.name, -1, -1))
-    return entries, tuple(sig)
+    if cut:
+        sig.append(("\0cut", n, os.stat(folder).st_mtime_ns))  # "\0": no file name
+    return entries, tuple(sig), cut
 
 
 def walk(dirs: list[str], depth: int) -> Walk:
@@ -103,12 +122,15 @@ def walk(dirs: list[str], depth: int) -> Walk:
         while queue:
             folder, level = queue.pop(0)
             try:
-                entries, sig = _listing(folder)
+                entries, sig, cut = _listing(folder)
             except OSError as e:
                 if folder == d:
                     out.errors.append(f"{d}: cannot list directory ({e.strerror or e})")
                 continue
             out.signature.append((folder, sig))
+            if cut:
+                out.notes.append(f"{folder}: more than {MAX_ENTRIES:,} entries, only {MAX_ENTRIES:,} of them "
+                                 "listed (runs among the others are not shown)")
             if any(e.name == "pyvenv.cfg" for e in entries):
                 continue  # a virtualenv
             found = sources.runs_among(entries)
@@ -149,7 +171,14 @@ def list_runs(dirs: list[str | os.PathLike], *, depth: int | None = None) -> tup
 
 # The runs frame -----------------------------------------------------------------------------------
 def scan(dirs, *, depth: int | None = None, now: float | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """(one row per run under `dirs`, newest first; the tracked dirs that cannot be read)."""
+    """(one row per run under `dirs`, newest first; the tracked dirs that cannot be read, then the
+    folders listed only in part)."""
+    frame, errors, notes = _scan(dirs, depth=depth, now=now)
+    return frame, errors + notes
+
+
+def _scan(dirs, *, depth: int | None = None, now: float | None = None) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """(the runs frame; the tracked dirs that cannot be read; the folders listed only in part)."""
     if isinstance(dirs, (str, os.PathLike)):
         dirs = [dirs]
     dirs = [os.path.abspath(os.path.expanduser(os.fspath(d))) for d in dirs]
@@ -158,7 +187,7 @@ def scan(dirs, *, depth: int | None = None, now: float | None = None) -> tuple[p
     key = ("discover-frame", tuple(dirs), depth)
     last = cache.shared.peek(key)
     if last is not None and _unchanged(last[0]):
-        return _again(last, now), []
+        return _again(last, now), [], list(last[3])
     with stat_memo():
         w = walk(dirs, depth)
         ids = run_ids([p for p, _cls in w.runs])
@@ -169,9 +198,10 @@ def scan(dirs, *, depth: int | None = None, now: float | None = None) -> tuple[p
     # Kept when every run is a file of the listed folders (a folder run's own files are not listed)
     # and every tracked dir could be read: then a warm call re-lists those folders and nothing else.
     if not w.errors and all(os.path.isfile(r[0].path) for r in rows):
-        signature, overviews = tuple(w.signature), [r[0] for r in rows]
-        cache.shared.get_or_create(key, lambda: (signature, frame, overviews), size=_entry_size(frame, signature) + 1000 * len(overviews))
-    return frame.copy(), list(w.errors)
+        signature, overviews, notes = tuple(w.signature), [r[0] for r in rows], tuple(w.notes)
+        cache.shared.get_or_create(key, lambda: (signature, frame, overviews, notes),
+                                   size=_entry_size(frame, signature) + 1000 * len(overviews))
+    return frame.copy(), list(w.errors), list(w.notes)
 
 
 def _unchanged(signature: tuple) -> bool:
@@ -185,7 +215,7 @@ def _unchanged(signature: tuple) -> bool:
 def discover(dirs, *, depth: int | None = None, now: float | None = None) -> pd.DataFrame:
     """One row per run under `dirs` (see COLUMNS), newest first; RunError names the tracked
     directories that do not exist or cannot be listed."""
-    frame, errors = scan(dirs, depth=depth, now=now)
+    frame, errors, _notes = _scan(dirs, depth=depth, now=now)  # a folder listed in part is no error
     if errors:
         raise RunError("; ".join(errors))
     return frame
@@ -207,7 +237,7 @@ def _row(cls: type[Run], path: str, run_id: str, now: float) -> tuple[Overview, 
 
 
 def _again(last: tuple, now: float) -> pd.DataFrame:
-    _sig, frame, overviews = last
+    _sig, frame, overviews, _notes = last
     status = [ov.status_at(now) for ov in overviews]
     frame = frame.copy()
     if list(frame["status"]) != status:

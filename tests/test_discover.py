@@ -413,3 +413,35 @@ def test_recursive_discovery_finds_every_framework_layout_under_one_root(tmp_pat
     assert "deep" not in set(rd.discover([root], depth=3)["run_id"])
     monkeypatch.setenv("RUNDASH_DEPTH", "2")
     assert "deep" not in set(rd.discover([root])["run_id"])
+
+
+def test_a_folder_of_100k_entries_is_listed_in_part_and_said_so(tmp_path, monkeypatch):
+    """A folder with more entries than discovery lists (MAX_ENTRIES) is cut, bounded in time; the
+    cut is a note of `scan()` (the sidebar shows it), not an error `rd.discover` raises for."""
+    import importlib
+
+    disc = importlib.import_module("rundash_core.discover")  # (rundash_core.discover is the function)
+    big = tmp_path / "big"
+    big.mkdir()
+    n = disc.MAX_ENTRIES + 5_000
+    for i in range(n):
+        os.close(os.open(big / f"f{i:06d}", os.O_CREAT | os.O_WRONLY, 0o644))
+    shutil.copyfile(VERL_LOG, big / "aaa-run.log")  # a log: the warm path (re-list, no re-read) applies
+    entries, sig, cut = disc._listing(str(big))
+    assert cut and len(entries) == disc.MAX_ENTRIES and sig[-1][:2] == ("\0cut", disc.MAX_ENTRIES)
+    listed = "aaa-run.log" in {e.name for e in entries}  # which entries: the file system's order decides
+    t = time.perf_counter()
+    frame, notes = disc.scan([big])
+    assert time.perf_counter() - t < 30
+    assert len(notes) == 1 and str(big) in notes[0] and f"more than {disc.MAX_ENTRIES:,} entries" in notes[0]
+    assert list(frame["run_id"]) == (["aaa-run"] if listed else [])
+    df = rd.discover([big])  # no RunError for a folder listed in part
+    assert list(df["run_id"]) == list(frame["run_id"])
+    calls, real = [], disc._row
+    monkeypatch.setattr(disc, "_row", lambda *a: calls.append(a) or real(*a))
+    assert disc.scan([big])[1] == notes and calls == []  # said again on a warm call (nothing re-read)
+    os.close(os.open(big / "zzz-new", os.O_CREAT | os.O_WRONLY, 0o644))  # an entry past the cut changes the folder
+    assert not disc._unchanged(((str(big), sig),))
+    small = tmp_path / "small"
+    copy_run(OLD_RUN, small)
+    assert disc.scan([small])[1] == []

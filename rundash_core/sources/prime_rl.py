@@ -69,7 +69,7 @@ def _latest_attempt(folder: str) -> int | None:
 
 class PrimeRLRun(Run):
     kind = "prime-rl"
-    capabilities = frozenset({"metrics", "config", "attempts"})
+    capabilities = frozenset({"metrics", "config", "attempts", "samples", "episodes", "tokens"})
 
     # Files ---------------------------------------------------------------------------------------
     def _p(self, *parts: str) -> str:
@@ -87,7 +87,8 @@ class PrimeRLRun(Run):
         return nums or [1]
 
     def latest_attempt(self) -> int | None:
-        return _latest_attempt(self._p("configs")) or _latest_attempt(self._p("logs"))
+        """`latest` of configs/ (else logs/); a run with neither (an eval dir) is its one attempt."""
+        return _latest_attempt(self._p("configs")) or _latest_attempt(self._p("logs")) or self.attempts()[-1]
 
     def _config_root(self, attempt: int | None) -> str:
         """The folder holding command.txt / *.toml / resolved/ for an attempt, newest layout first."""
@@ -327,6 +328,29 @@ class PrimeRLRun(Run):
         if os.path.islink(link) and not os.path.exists(link):
             out.append(Problem(link, f"broken symlink (using attempt_{self.latest_attempt()})"))
         return out
+
+    # Samples (traces: `prime_rl_traces`) ---------------------------------------------------------
+    def samples(self, split: str | None = None, step: int | None = None):
+        """One row per episode: from `monitors/file/traces/stream.index.jsonl` (the index files
+        only), else the older `rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl`
+        (see `prime_rl_traces`)."""
+        from . import prime_rl_traces
+
+        if split not in (None, "train", "eval"):
+            raise ValueError(f"split must be 'train', 'eval' or None, not {split!r}")
+        out = prime_rl_traces.samples(self.path)
+        if split is not None:
+            out = out[out["split"] == split]
+        if step is not None:
+            out = out[out["step"] == step]
+        return out.reset_index(drop=True)
+
+    def episode(self, sample_id: str):
+        """One episode record, read at its locator (one seek; a sealed chunk through its seek
+        table), annotations folded in."""
+        from . import prime_rl_traces
+
+        return prime_rl_traces.read_episode(self.path, self.run_id, self.samples(), sample_id)
 
 
 def _is_step(value) -> bool:

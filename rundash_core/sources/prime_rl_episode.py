@@ -1,0 +1,192 @@
+"""One verifiers `Episode.to_record()` record as `frames.Episode` (prime-rl spec 5.5, 5.6): messages
+with reasoning, tool calls and tool results, rewards by component, env metrics, ids, timing, and
+the token streams with annotations folded on (newest wins; compact values spread back to full
+length along each branch). Pure mapping: reading the record is `prime_rl_traces`."""
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from .. import frames
+
+TOKEN_COLUMNS = {"logprobs": "logprob", "advantages": "advantage", "reference_logprobs": "reference_logprob",
+                 "trainer_logprobs": "trainer_logprob", "entropies": "entropy", "is_masked": "is_masked",
+                 "mismatch_kl": "mismatch_kl"}
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+def _d(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+def _l(v) -> list:
+    return v if isinstance(v, list) else []
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+def _merge(into: dict, new: dict) -> None:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+def branches(nodes: list[dict]) -> list[list[int]]:
+    """Root→leaf node paths, one per leaf, in leaf order."""
+    parents = {i: _int(n.get("parent")) for i, n in enumerate(nodes)}
+    has_child = {p for p in parents.values() if p is not None}
+    out = []
+    for leaf in (i for i in range(len(nodes)) if i not in has_child):
+        path, i, guard = [], leaf, 0
+        while i is not None and 0 <= i < len(nodes) and guard <= len(nodes):
+            path.append(i)
+            i, guard = parents.get(i), guard + 1
+        out.append(path[::-1])
+    return out
+
+def fold(trace: dict, annotations: list[dict]) -> None:
+    """Apply annotation records to a trace in place (spec 5.6): info deep-merged; each branch
+    stream walked along the branch's nodes, kept at mask positions, taken by a node only when all
+    its kept values are non-null (`is_masked` keeps nulls)."""
+    nodes = [n for n in _l(trace.get("nodes")) if isinstance(n, dict)]
+    paths = branches(nodes)
+    for rec in annotations:
+        if isinstance(rec.get("info"), dict):
+            info = trace.setdefault("info", {})
+            if isinstance(info, dict):
+                _merge(info, rec["info"])
+        for br in _l(rec.get("branches")):
+            b = _int(br.get("index")) if isinstance(br, dict) else None
+            if b is None or not 0 <= b < len(paths):
+                continue
+            for name, values in br.items():
+                if name == "index" or not isinstance(values, list):
+                    continue
+                pos = 0
+                for i in paths[b]:
+                    node = nodes[i]
+                    n = len(_l(node.get("token_ids")))
+                    mask = _l(node.get("mask"))
+                    part = values[pos:pos + n]
+                    pos += n
+                    kept = [v for v, m in zip(part, mask) if m]
+                    if len(part) == n and (name == "is_masked" or all(v is not None for v in kept)):
+                        node[name] = kept
+
+def _text(content) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, dict) and p.get("type") == "text":
+                parts.append(str(p.get("text", "")))
+            elif isinstance(p, dict) and p.get("type") == "image_url":
+                parts.append("[image]")
+            else:
+                parts.append(p if isinstance(p, str) else orjson.dumps(p).decode())
+        return "".join(parts)
+    return orjson.dumps(content).decode()
+
+def message(node: dict) -> frames.Message:
+    m = node.get("message") if isinstance(node.get("message"), dict) else {}
+    calls = []
+    for c in _l(m.get("tool_calls")):
+        if not isinstance(c, dict):
+            continue
+        fn = c.get("function") if isinstance(c.get("function"), dict) else {}  # (OpenAI shape)
+        args = c.get("arguments", fn.get("arguments", ""))
+        calls.append(frames.ToolCall(name=str(c.get("name") or fn.get("name") or ""),
+                                     arguments=args if isinstance(args, str) else orjson.dumps(args).decode(),
+                                     id=c.get("id") if isinstance(c.get("id"), str) else None))
+    reasoning = m.get("reasoning_content")
+    return frames.Message(role=str(m.get("role") or "unknown"), content=_text(m.get("content")),
+                          reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+                          tool_calls=calls, tool_call_id=m.get("tool_call_id"),
+                          tokens=len(node["token_ids"]) if isinstance(node.get("token_ids"), list) else None)
+
+def token_frame(traces: list[dict]) -> pd.DataFrame | None:
+    """One row per token of every node: trace, node, position, token_id, mask, then the compact
+    streams spread to full length (NaN where the mask is False)."""
+    parts = []
+    for t, trace in enumerate(traces):
+        for i, node in enumerate(_l(trace.get("nodes"))):
+            ids = node.get("token_ids") if isinstance(node, dict) else None
+            if not isinstance(ids, list) or not ids:
+                continue
+            n = len(ids)
+            mask = np.zeros(n, dtype=bool)
+            m = _l(node.get("mask"))
+            mask[:min(n, len(m))] = np.asarray(m[:n], dtype=bool)
+            cols = {"trace": np.full(n, t), "node": np.full(n, i), "position": np.arange(n),
+                    "token_id": np.asarray(ids, dtype="int64"), "mask": mask}
+            for name, col in TOKEN_COLUMNS.items():
+                values = node.get(name)
+                if isinstance(values, list) and len(values) == int(mask.sum()):
+                    full = np.full(n, np.nan)
+                    full[mask] = np.asarray([np.nan if v is None else v for v in values], dtype="float64")
+                    cols[col] = full
+            parts.append(pd.DataFrame(cols))
+    if not parts:
+        return None
+    out = pd.concat(parts, ignore_index=True)
+    return out[[c for c in ("trace", "node", "position", "token_id", "mask", *TOKEN_COLUMNS.values()) if c in out]]
+
+def _timing(trace: dict) -> dict[str, float]:
+    timing = trace.get("timing") if isinstance(trace.get("timing"), dict) else {}
+    out = {}
+    for phase, v in timing.items():
+        if not isinstance(v, dict):
+            continue
+        start, end = _num(v.get("start")), _num(v.get("end"))
+        if start is not None and end is not None:
+            out[phase] = end - start
+        for sub, w in v.items():
+            if isinstance(w, dict) and _num(w.get("duration")) is not None:
+                out[f"{phase}.{sub}"] = _num(w["duration"])
+    return out
+
+def to_episode(record: dict, row: dict, run_id: str, annotations: dict[str, list[dict]]) -> frames.Episode:
+    """A verifiers Episode record (annotations folded) as `frames.Episode`; `row` is its samples row."""
+    if "traces" not in record and "nodes" in record:  # an older Trace-per-line record
+        record = {**{k: v for k, v in record.items() if k not in ("nodes", "calls")}, "traces": [record]}
+    traces = [t for t in _l(record.get("traces")) if isinstance(t, dict)]
+    for t in traces:
+        fold(t, annotations.get(t.get("id"), []))
+    several = len(traces) > 1
+    rewards, metrics, timing, messages, errors = {}, {}, {}, [], []
+    for k, t in enumerate(traces):
+        prefix = f"{_d(t.get('agent')).get('name') or k}/" if several else ""
+        for name, r in _d(t.get("rewards")).items():
+            score = _num(r.get("score")) if isinstance(r, dict) else _num(r)
+            if score is not None:
+                rewards[prefix + name] = score
+        for name, v in _d(t.get("metrics")).items():
+            if _num(v) is not None:
+                metrics[prefix + name] = _num(v)
+        timing.update({prefix + k2: v for k2, v in _timing(t).items()})
+        messages += [message(n) for n in _l(t.get("nodes")) if isinstance(n, dict)]
+        errors += [e for e in _l(t.get("errors")) if isinstance(e, dict)]
+    errors = [e for e in _l(record.get("errors")) if isinstance(e, dict)] + errors
+    if _num(row.get("duration_s")) is not None:
+        timing["total"] = _num(row["duration_s"])
+    task = record.get("task") if isinstance(record.get("task"), dict) else {}
+    env = record.get("env") if isinstance(record.get("env"), dict) else {}
+    ids = {"episode": record.get("id"), "group": _d(record.get("group")).get("id"),
+           "task": task.get("key") or task.get("hash"), "run": _d(record.get("run")).get("id"),
+           "traces": ",".join(str(t.get("id")) for t in traces)}
+    reward = row.get("reward")
+    return frames.Episode(
+        sample_id=row["sample_id"], run_id=run_id, split=row["split"], step=row.get("step"),
+        task_id=ids["task"], env=env.get("name") or env.get("id") or row.get("env"),
+        reward=reward, rewards=rewards, metrics=metrics, messages=messages,
+        ids={k: str(v) for k, v in ids.items() if v}, timing=timing,
+        error="; ".join(f"{e.get('type', 'error')}: {e.get('message', '')}" for e in errors) or None,
+        tokens=token_frame(traces),
+        raw={**{k: v for k, v in record.items() if k != "traces"},
+             "traces": [{k: v for k, v in t.items() if k != "nodes"} for t in traces]})
