@@ -11,11 +11,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 import rundash_core as rd
 from conftest import NEW_METRICS, NEW_RUN, copy_run
-from test_browser import CHROMIUM, CHROMIUM_ARGS, _serve
+from test_browser import _serve, browser  # noqa: F401 (browser: the same module-scoped fixture)
 from test_hostile import _hostile_tree
 
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=1</script>'
@@ -57,14 +57,6 @@ def hostile_served(tmp_path_factory):
     yield {"url": url, "root": root, "outside": outside}
     proc.terminate()
     proc.wait(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 class Watched:
