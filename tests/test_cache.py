@@ -186,3 +186,28 @@ def test_current_rebuilds_only_when_the_stamp_changes():
     assert builds == ["first", "second"] and len(c) == 1
     assert c.current("gone", 1, lambda: None) is None and "gone" not in c  # nothing readable: not kept
     assert c.peek("k") == (("a", 2), "second") and c.peek("missing", 7) == 7 and "missing" not in c
+
+
+def test_a_small_limit_costs_loads_not_memory(tmp_path, monkeypatch):
+    """Two runs whose metric stores are each larger than the limit: every load parses again, and
+    the process's resident memory stays where the first loads left it (no climb per load)."""
+    import gc
+
+    import rundash_core as rd
+    from rundash_core.bench import metrics_data as md
+
+    def rss_mb() -> float:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS")) / 1024
+
+    runs = [md.generate_run(str(tmp_path / f"r{i}"), md.Spec(steps=600, keys=200)) for i in range(2)]
+    paths = [os.path.dirname(os.path.dirname(os.path.dirname(g.path))) for g in runs]
+    monkeypatch.setattr(cache.shared, "limit", 1 << 20)  # far below one store
+    seen = []
+    for _ in range(6):
+        for p in paths:
+            assert len(rd.open_run(p).metrics())
+        gc.collect()
+        seen.append(rss_mb())
+        assert len(cache.shared) == 0 or cache.shared.total_bytes <= cache.shared.limit
+    assert max(seen[2:]) <= seen[1] + 20, seen  # flat after warm-up, within allocator noise
