@@ -161,3 +161,15 @@ def test_every_page_over_a_hostile_tree_shows_no_secret_no_outside_content_no_tr
     at = open_page(monkeypatch, root, "pages/config.py", {"run": "secrets-and-links"})
     code = " ".join(c.value for c in at.code)
     assert "max_tokens" in code and "tokenizer" in code  # names that are not secrets stay
+
+
+def test_a_huge_config_file_is_cut_and_says_so(tmp_path):
+    from rundash_core.io.configs import MAX_CONFIG_BYTES
+
+    run_dir = copy_run(NEW_RUN, tmp_path)
+    big = run_dir / "configs" / "attempt_2" / "resolved" / "trainer.json"
+    big.write_text('{"pad": "' + "x" * (MAX_CONFIG_BYTES + 10) + '"}')
+    run = rd.open_run(run_dir)
+    shown = run.configs()["resolved/trainer.json"]
+    assert isinstance(shown, str) and len(shown) < MAX_CONFIG_BYTES
+    assert any(p.path.endswith("trainer.json") and "only its start" in p.what for p in run.problems())

@@ -44,6 +44,10 @@ def _parse(path: str) -> ConfigFile:
         text = read_text(path, MAX_CONFIG_BYTES)
     except OSError as e:
         return ConfigFile(path, None, describe_unreadable(path) or str(e))
+    fid = file_id(path)
+    if fid is not None and fid.size > MAX_CONFIG_BYTES:  # one request must not read a huge file whole
+        return ConfigFile(path, text[:MAX_SHOWN_CHARS], f"larger than {MAX_CONFIG_BYTES >> 20} MiB: only its start "
+                                                         "is shown, as text")
     if path.endswith(".json"):
         try:
             return ConfigFile(path, json.loads(text))
