@@ -173,3 +173,27 @@ def test_a_huge_config_file_is_cut_and_says_so(tmp_path):
     shown = run.configs()["resolved/trainer.json"]
     assert isinstance(shown, str) and len(shown) < MAX_CONFIG_BYTES
     assert any(p.path.endswith("trainer.json") and "only its start" in p.what for p in run.problems())
+
+
+def test_unreadable_config_folders_are_named_with_the_right_reason(tmp_path, monkeypatch):
+    """As for a server not running as root: configs/ and resolved/ cannot be listed. The run still
+    shows; each folder is a problem saying "permission denied", not "missing"."""
+    run_dir = copy_run(NEW_RUN, tmp_path)
+    locked = {str(run_dir / "configs"), str(run_dir / "configs" / "attempt_2"),
+              str(run_dir / "configs" / "attempt_2" / "resolved")}
+    real_scandir, real_listdir = os.scandir, os.listdir
+
+    def refuse(real):
+        def call(path=".", *a, **k):
+            if os.fspath(path) in locked:
+                raise PermissionError(13, "Permission denied", os.fspath(path))
+            return real(path, *a, **k)
+        return call
+
+    monkeypatch.setattr(os, "scandir", refuse(real_scandir))
+    monkeypatch.setattr(os, "listdir", refuse(real_listdir))
+    run = rd.open_run(run_dir)
+    ov, metrics, problems = run.overview(), run.metrics(), run.problems()
+    assert len(metrics) and ov.step is not None
+    denied = [p for p in problems if "permission denied" in p.what]
+    assert {p.path for p in denied} >= {str(run_dir / "configs")} and not any("missing" in p.what for p in denied)

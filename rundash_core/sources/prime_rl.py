@@ -327,6 +327,9 @@ class PrimeRLRun(Run):
         link = self._p("configs", "latest")
         if os.path.islink(link) and not os.path.exists(link):
             out.append(Problem(link, f"broken symlink (using attempt_{self.latest_attempt()})"))
+        for folder in dict.fromkeys((self._p("configs"), self._config_root(None), self._resolved_dir(), self._p("logs"))):
+            if (why := _unlistable(folder)) is not None:
+                out.append(Problem(folder, f"cannot be listed ({why}): its files are not shown"))
         return out
 
     # Samples (traces: `prime_rl_traces`) ---------------------------------------------------------
@@ -366,6 +369,17 @@ def _row(line: bytes) -> dict | None:
     except (ValueError, RecursionError):
         return None
     return row if isinstance(row, dict) else None
+
+
+def _unlistable(folder: str) -> str | None:
+    """Why an existing folder cannot be listed (e.g. "permission denied"), or None."""
+    if not os.path.isdir(folder):
+        return None
+    try:
+        with os.scandir(folder):
+            return None
+    except OSError as e:
+        return (e.strerror or type(e).__name__).lower()
 
 
 def _listdir(path: str) -> list[str]:
