@@ -19,10 +19,12 @@ nav = st.navigation([
     st.Page("pages/metrics.py", title="Metrics", icon=":material/monitoring:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("pages/config.py", title="Config", icon=":material/settings:"),
+    st.Page("pages/trajectory.py", title="Trajectory", icon=":material/route:"),
 ])
 try:
     if run is not None:
         _ui.run_card(run, compact=nav.title != "Overview")  # the run card on every page
+        _ui.live_watch(run)  # a run that looked stopped when the page opened may start again
     nav.run()
 except Exception as e:  # noqa: BLE001 - what no reader foresaw: a message, never Streamlit's error page
     logging.getLogger("rundash").exception("page %r failed (run %s)", nav.title, getattr(run, "path", None))

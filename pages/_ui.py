@@ -216,14 +216,20 @@ def run_card(run: Run, *, compact: bool = False) -> None:
 
 
 def live_watch(run: Run, every_s: float = 10.0) -> None:
-    """For a page opened while the run looked stopped: re-checks its status on every tick (cheap:
-    the cached summary) and reruns the page in live mode once it is running again."""
+    """Every page decides its live parts (refreshing charts, a ticking card) from the run's status
+    when it renders; this re-checks the status on every tick (cheap: the cached summary) and
+    reruns the page when it changed (a run that looked stopped started again, or stopped)."""
+    try:
+        seen = run.overview().status
+    except Exception:  # noqa: BLE001 - a reader failure is the page's to show, not the watcher's
+        return
+
     @st.fragment(run_every=every_s)
     def watch() -> None:
         try:
-            if run.overview().status == "running":
+            if (run.overview().status == "running") != (seen == "running"):
                 st.rerun()
-        except Exception:  # noqa: BLE001 - a reader failure is the page's to show, not the watcher's
+        except Exception:  # noqa: BLE001
             return
     watch()
 

@@ -105,5 +105,3 @@ def charts() -> None:
 
 
 charts()
-if ov.status != "running":
-    _ui.live_watch(run)  # a run that looked stopped when the page opened may start again
