@@ -199,11 +199,12 @@ class VerlRun(Run):
             return Overview(run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, touched=touched)
         last = d.tail.last_step
         started, ended = d.started, _stamp_seconds(d.tail.last_stamp)
+        first = utc(started)
         return Overview(
             run_id=self.run_id, name=d.head.experiment or self.name, kind=self.kind, path=self.path,
             step=_steps_done(d), max_steps=d.max_steps,
-            created=utc(started), started=utc(started), updated=utc(ended if ended is not None and started is not None
-                                                                    and ended >= started else None),
+            created=first, started=first, updated=utc(ended if ended is not None and started is not None
+                                                      and ended >= started else None),
             model=d.model, attempts=d.attempts, eval_envs=list(d.eval_envs), flavor=d.head.flavor,
             finished=d.tail.final_validation, last_step=last, touched=touched)
 
