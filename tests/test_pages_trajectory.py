@@ -132,17 +132,14 @@ def test_runs_without_samples_show_the_empty_state(monkeypatch, demo_runs):
         assert any("has no samples" in i.value for i in at.info)
 
 
-def test_tokens_table_for_a_run_with_token_data(monkeypatch, demo_runs):
-    folder, runs = demo_runs
-    for run_id, path in zip(runs["run_id"], runs["path"]):
-        run = rd.open_run(path, run_id=run_id)
-        if "samples" in run.capabilities and not run.samples().empty:
-            sid = run.samples()["sample_id"].iloc[0]
-            ep = run.episode(sid)
-            if isinstance(ep.tokens, pd.DataFrame) and not ep.tokens.empty:
-                break
-    else:
-        pytest.skip("no demo run has token data")
+def test_tokens_table_for_a_run_with_token_data(monkeypatch):
+    """The real-writer prime-rl traces (shipped in tests/data) carry token streams."""
+    folder = ROOT / "tests" / "data" / "prime-rl-traces"
+    runs = rd.discover([folder])
+    run_id, path = next((i, p) for i, p in zip(runs["run_id"], runs["path"]) if i.startswith("math-python"))
+    run = rd.open_run(path, run_id=run_id)
+    sid, ep = next((s, e) for s in run.samples()["sample_id"]
+                   if isinstance((e := run.episode(s)).tokens, pd.DataFrame) and not e.tokens.empty)
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid})
     assert any(e.label.startswith("Tokens") for e in at.expander)
     assert any(len(d.value) == min(len(ep.tokens), 2000) and list(d.value.columns) == list(ep.tokens.columns)
