@@ -86,8 +86,10 @@ def _read_to_newline(fh) -> bytes:
     return b"".join(parts)
 
 
-def _rows(path: str) -> list[dict]:
-    """Complete JSON-object rows of an index file (a torn last line is left out), cached by identity."""
+def _objects(path: str, what: str, keep) -> list:
+    """`keep(offset, length with the newline, object)` of every complete JSON-object line of a file
+    (a torn last line is left out), parsed once per version of the file (shared cache, under
+    `what`): only what `keep` returns is kept."""
     fid = file_id(path)
     if fid is None:
         return []
@@ -95,16 +97,22 @@ def _rows(path: str) -> list[dict]:
     def parse():
         with open_file(path) as fh:
             data = fh.read(fid.size)
-        out = []
-        for line in data.split(b"\n")[:-1]:  # the part after the last newline is not complete
+        out, pos = [], 0
+        while (end := data.find(b"\n", pos)) >= 0:
             try:
-                row = orjson.loads(line)
+                obj = orjson.loads(data[pos:end])
             except orjson.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
-                out.append(row)
+                obj = None
+            if isinstance(obj, dict):
+                out.append(keep(pos, end + 1 - pos, obj))
+            pos = end + 1
         return out
-    return cache.shared.current(("prime-rl-index", os.path.realpath(path)), fid, parse)
+    return cache.shared.current((what, os.path.realpath(path)), fid, parse)
+
+
+def _rows(path: str) -> list[dict]:
+    """Complete JSON-object rows of an index file."""
+    return _objects(path, "prime-rl-index", lambda _off, _n, row: row)
 
 
 # Annotations ------------------------------------------------------------------------------------------
@@ -267,25 +275,8 @@ def summarize(rec: dict) -> dict:
 
 
 def _scan(path: str) -> list[dict]:
-    """{offset, length, **summarize(record)} per complete line of a file, cached by its identity."""
-    fid = file_id(path)
-    if fid is None:
-        return []
-
-    def parse():
-        with open_file(path) as fh:
-            data = fh.read(fid.size)
-        out, pos = [], 0
-        while (end := data.find(b"\n", pos)) >= 0:
-            try:
-                rec = orjson.loads(data[pos:end])
-            except orjson.JSONDecodeError:
-                rec = None
-            if isinstance(rec, dict):
-                out.append({"offset": pos, "length": end + 1 - pos, **summarize(rec)})
-            pos = end + 1
-        return out
-    return cache.shared.current(("prime-rl-rollouts", os.path.realpath(path)), fid, parse)
+    """{offset, length, **summarize(record)} per complete line of a rollouts file."""
+    return _objects(path, "prime-rl-rollouts", lambda off, n, rec: {"offset": off, "length": n, **summarize(rec)})
 
 
 def list_rollouts(run_path: str) -> pd.DataFrame:
