@@ -5,16 +5,16 @@ and `latest` links; metrics are `monitors/file/metrics.jsonl` (or the legacy `me
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
 
 from .. import cache
 from ..io.configs import dig, load_config_file
-from ..io.files import mtime, read_range, read_tail, walk_files
+from ..io.files import mtime, read_range, walk_files
 from ..metricstore import MetricStore, empty_tidy, shared_store
 from ..run import Overview, Problem, Run, utc
+from .prime_rl_ends import metrics_head, metrics_tail
 
 MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
 METRICS_PATHS = ("monitors/file/metrics.jsonl", "metrics.jsonl")
@@ -23,7 +23,6 @@ _NAME = re.compile(r"^(?P<envs>[^-].*?)--(?P<model>.+?)(?:--(?P<harness>[^-]+))?
 _RESOLVED_ORDER = ("rl.json", "sft.json", "orchestrator.json", "trainer.json", "inference.json", "eval.json")
 
 
-_RESERVED = ("step", "time", "_timestamp", "producer")
 _PRIME_LOGS = ("latest", "trainer.log", "orchestrator.log", "inference.log", "eval.log", "evals.log")
 
 
@@ -238,8 +237,8 @@ class PrimeRLRun(Run):
         """Times from the metrics' own `time` (first row, last rows), not from file times (a run
         without metric times yet falls back to its files'); the newest file time (`touched`) says
         whether the run is still being written."""
-        last, ended = self._tail()
-        started, first_step = self._head()
+        last, ended = metrics_tail(self.metrics_path())
+        started, first_step = metrics_head(self.metrics_path())
         times = [t[1] for t in (inputs[0], *(s for _f, s in inputs[6]), inputs[8], inputs[9]) if t is not None]
         touched = max(times) if times else None
         if started is None:
@@ -263,49 +262,6 @@ class PrimeRLRun(Run):
         stream = self._p("monitors", "file", "traces", "stream")
         names = _listdir(stream)
         return os.path.isdir(stream) and not any(n.endswith(".jsonl") for n in names)
-
-    def _tail(self) -> tuple[int | None, float | None]:
-        """(the highest step, the latest `time`) among the rows at the end of the metrics file."""
-        path = self.metrics_path()
-        for nbytes in (64 << 10, 1 << 20):
-            try:
-                data, start = read_tail(path, nbytes) if path else (b"", 0)
-            except OSError:
-                return None, None
-            rows = [r for r in map(_row, data.split(b"\n")[1 if start else 0:]) if r is not None]
-            steps = [r["step"] for r in rows if _is_step(r.get("step"))]
-            if steps or start == 0:
-                times = [t for r in rows if isinstance(t := r.get("time", r.get("_timestamp")), (int, float))
-                         and not isinstance(t, bool) and t == t]
-                return (max(steps) if steps else None), (max(times) if times else None)
-        return None, None
-
-    def _head(self) -> tuple[float | None, int | None]:
-        """(time of the first row, the first training step) from the start of the metrics file: an
-        evaluation of the initial policy at step 0 (rows of `eval/*` keys only) does not make the
-        run's steps count from 0."""
-        path = self.metrics_path()
-        try:
-            head = read_range(path, 0, 64 << 10) if path else b""
-        except OSError:
-            return None, None
-        started = first_step = None
-        for line in head.split(b"\n")[:200]:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(row, dict):
-                continue
-            t = row.get("time", row.get("_timestamp"))
-            if started is None and isinstance(t, (int, float)):
-                started = float(t)
-            step = row.get("step")
-            keys = [k for k in row if k not in _RESERVED]
-            if _is_step(step) and not all(k.startswith("eval/") for k in keys):
-                first_step = step
-                break
-        return started, first_step
 
     # Problems ------------------------------------------------------------------------------------
     def problems(self) -> list[Problem]:
@@ -354,21 +310,6 @@ class PrimeRLRun(Run):
         from . import prime_rl_traces
 
         return prime_rl_traces.read_episode(self.path, self.run_id, self.samples(), sample_id)
-
-
-def _is_step(value) -> bool:
-    """A step as the metric store takes one (a huge number is no step: the store says so)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
-
-
-def _row(line: bytes) -> dict | None:
-    if b'"step"' not in line and b'"time"' not in line:
-        return None
-    try:
-        row = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    return row if isinstance(row, dict) else None
 
 
 def _unlistable(folder: str) -> str | None:
