@@ -8,7 +8,6 @@ from rundash_core.charts.view import band_chart, compare_chart, compare_indexes,
 from rundash_core.compare import (config_diff, default_runs, group_band, group_labels, missing_configs,
                                   read_config, summary)
 from rundash_core.present import ABSENT, md_code, md_escape, short_labels, shorten, table_height
-from rundash_core.redact import redact
 
 ALIGN = {"step": "step", "time": "relative wall time"}
 NAME_WIDTH = 30  # run names in table cells and headers; longer ones are shortened in the middle
@@ -144,8 +143,7 @@ labels = dict(zip(chosen, short_labels(chosen, NAME_WIDTH)))
 st.caption(" · ".join(f"{md_code(r)} ({md_escape(selected[r].kind)})" for r in chosen))
 overlays(indexes, metrics, align, opts, colors)
 summary_block(frames, metrics, labels)
-configs = {rid: (redact(cfg) if cfg else None) for rid, cfg in  # secrets: [hidden]
-           ((rid, read_config(run)) for rid, run in selected.items())}
+configs = {rid: read_config(run) for rid, run in selected.items()}  # run.config(): secrets already hidden
 group_key = config_block(configs, labels)
 if group_key:
     groups_block(indexes, configs, group_key, metrics, align)

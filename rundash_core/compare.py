@@ -141,8 +141,9 @@ def render_value(v) -> str:
 
 
 def read_config(run) -> dict | None:
-    """`run.config()`, or None when the run has no config to compare: it raised, is not a dict or
-    is empty (the run's problems say why). None is "unknown", never "the same as the others"."""
+    """`run.config()` (secrets hidden), or None when the run has no config to compare: it raised,
+    is not a dict or is empty (the run's problems say why). None is "unknown", never "the same as
+    the others"."""
     try:
         cfg = run.config()
     except Exception:  # noqa: BLE001 - an unreadable config is reported as unknown, not raised
