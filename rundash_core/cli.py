@@ -1,44 +1,37 @@
-"""`rundash [DIR ...]`: start the dashboard on directories (or on the built-in demo)."""
+"""`rundash`: one command, several verbs. With no verb it starts the dashboard (`rundash [DIR ...]`);
+`rundash status RUN_DIR`, `rundash check-in RUN_DIR`, `rundash tui DIR` read the same frames in a
+terminal. Each verb lives in its own module, imported only when asked for."""
 from __future__ import annotations
 
-import argparse
-import os
+import importlib
 import sys
-import sysconfig
-from pathlib import Path
 
-
-def app_path() -> Path:
-    """The dashboard's app.py: next to the package in a checkout (`pip install -e .`), else in
-    <prefix>/share/rundash where a wheel install puts it (pyproject's data-files)."""
-    user = sysconfig.get_path("data", sysconfig.get_preferred_scheme("user"))  # pip install --user
-    candidates = [Path(__file__).resolve().parent.parent / "app.py"]
-    for data in (sysconfig.get_path("data"), sys.prefix, user):
-        candidates.append(Path(data) / "share" / "rundash" / "app.py")
-    for path in candidates:
-        if path.is_file() and (path.parent / "pages" / "_ui.py").is_file():  # not some other app.py
-            return path
-    raise SystemExit("rundash: cannot find app.py; looked in:\n  " + "\n  ".join(map(str, candidates)))
+# verb -> module with a `main(argv) -> int`
+VERBS = {
+    "status": "rundash_core.cli_status",
+    "check-in": "rundash_core.cli_status",
+    "tui": "rundash_core.tui",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rundash", description=__doc__)
-    parser.add_argument("dirs", nargs="*", help="output directories holding runs (default: the demo)")
-    parser.add_argument("--port", type=int, default=None, help="port to serve on (Streamlit's default: 8501)")
-    parser.add_argument("--host", default=None, help="address to bind (default: Streamlit's)")
-    args = parser.parse_args(argv)
-    for d in args.dirs:
-        if not os.path.isdir(d):
-            parser.error(f"{d}: no such directory")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app_path())]
-    if args.port:
-        cmd += ["--server.port", str(args.port)]
-    if args.host:
-        cmd += ["--server.address", args.host]
-    cmd += ["--", *[os.path.abspath(d) for d in args.dirs]]
-    os.chdir(app_path().parent)  # so .streamlit/config.toml applies
-    os.execv(sys.executable, cmd)
-    return 0
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in VERBS:
+        try:
+            module = importlib.import_module(VERBS[argv[0]])
+        except ImportError as e:
+            raise SystemExit(f"rundash {argv[0]}: not available ({e}); see the README for its extra") from e
+        return module.main(argv)
+    from . import launch
+
+    return launch.main(argv)
+
+
+def app_path():
+    """Where the dashboard's app.py is (see `launch.app_path`)."""
+    from . import launch
+
+    return launch.app_path()
 
 
 if __name__ == "__main__":

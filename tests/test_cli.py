@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rundash_core import cli
+from rundash_core import cli, launch
 
 
 def test_cli_runs_streamlit_on_app_py_with_dirs(monkeypatch, tmp_path):
@@ -16,11 +16,11 @@ def test_cli_runs_streamlit_on_app_py_with_dirs(monkeypatch, tmp_path):
     cli.main([str(tmp_path), "--port", "8612", "--host", "127.0.0.1"])
     exe, argv = calls[0]
     assert exe == sys.executable
-    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4] == str(cli.app_path())
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4] == str(launch.app_path())
     assert argv[argv.index("--server.port") + 1] == "8612"
     assert argv[argv.index("--server.address") + 1] == "127.0.0.1"
     assert argv[argv.index("--") + 1:] == [str(tmp_path)]
-    assert os.getcwd() == str(cli.app_path().parent)  # .streamlit/config.toml applies
+    assert os.getcwd() == str(launch.app_path().parent)  # .streamlit/config.toml applies
 
 
 def test_cli_rejects_a_missing_directory(monkeypatch, tmp_path, capsys):

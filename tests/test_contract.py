@@ -162,7 +162,9 @@ def test_unknown_producer_names_the_producers():
 
 def test_pages_and_cli_never_branch_on_kind():
     root = Path(__file__).resolve().parents[1]
-    for f in [*root.joinpath("pages").glob("*.py"), root / "app.py", root / "rundash_core" / "cli.py"]:
+    core = root / "rundash_core"
+    terminal = [*core.glob("cli*.py"), core / "launch.py", *core.glob("tui*.py"), *core.glob("tui/*.py")]
+    for f in [*root.joinpath("pages").glob("*.py"), root / "app.py", *terminal]:
         text = f.read_text()
         assert ".kind ==" not in text and ".kind !=" not in text and "kind in (" not in text, f.name
 
