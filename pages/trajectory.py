@@ -6,7 +6,7 @@ through st.code / st.text / st.dataframe / `md_escape`, never raw HTML.
 import pandas as pd
 import streamlit as st
 
-from pages import _ui
+from pages import _tokens, _ui
 from pages._charts import url_widget
 from rundash_core import trajectory as tj
 from rundash_core.present import ABSENT, format_duration, is_absent
@@ -139,7 +139,4 @@ with main:
                     st.code(messages[k].content or " ", language="text", wrap_lines=True)
                 else:
                     st.caption("No result in the transcript.")
-    tokens = episode.tokens
-    if isinstance(tokens, pd.DataFrame) and not tokens.empty:
-        with st.expander(f"Tokens ({len(tokens):,}{', first 2,000 shown' if len(tokens) > 2000 else ''})"):
-            st.dataframe(tokens.head(2000), hide_index=True)
+    _tokens.token_panel(run, episode)
