@@ -31,6 +31,7 @@ SAMPLES = {
     "output_tokens": "Int64",
     "turns": "Int64",
     "duration_s": "float64",
+    "arrival": "float64",      # when it arrived (epoch seconds; prime-rl: the index's `arrival`), else NA
     "locator": "str",          # where the full record is: 'path:offset:length' or a directory
 }
 STEPS = {"step": "Int64", "samples": "Int64", "reward_mean": "float64", "eval": "boolean"}

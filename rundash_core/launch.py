@@ -1,11 +1,29 @@
-"""`rundash [DIR ...]`: start the dashboard on directories (or on the built-in demo)."""
+"""`rundash [DIR ...] [--port P] [--host H] [--base-path /prefix] [--roots R ...] [--yes]`: start the
+dashboard on directories, on the folder a guided start finds, or on the built-in demo.
+
+The server is Streamlit running app.py as a child process: the launcher waits for it to answer
+its health check, prints the local URL and the SSH port-forward command, says so when the
+directories hold no runs, and on Ctrl-C stops it and forgets it (`instances`).
+"""
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
+import signal
+import socket
+import subprocess
 import sys
 import sysconfig
+import time
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import guided, instances, settings
+from .io.files import is_within
+
+HEALTH_TIMEOUT_S = 60
 
 
 def app_path() -> Path:
@@ -21,24 +39,214 @@ def app_path() -> Path:
     raise SystemExit("rundash: cannot find app.py; looked in:\n  " + "\n  ".join(map(str, candidates)))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rundash", description=__doc__)
-    parser.add_argument("dirs", nargs="*", help="output directories holding runs (default: the demo)")
-    parser.add_argument("--port", type=int, default=None, help="port to serve on (Streamlit's default: 8501)")
-    parser.add_argument("--host", default=None, help="address to bind (default: Streamlit's)")
-    args = parser.parse_args(argv)
-    for d in args.dirs:
-        if not os.path.isdir(d):
-            parser.error(f"{d}: no such directory")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app_path())]
-    if args.port:
-        cmd += ["--server.port", str(args.port)]
-    if args.host:
-        cmd += ["--server.address", args.host]
-    cmd += ["--", *[os.path.abspath(d) for d in args.dirs]]
-    os.chdir(app_path().parent)  # so .streamlit/config.toml applies
-    os.execv(sys.executable, cmd)
+@dataclass
+class Plan:
+    """What the launcher is about to start."""
+
+    dirs: list[str]  # empty: the built-in demo
+    port: int
+    host: str | None = None
+    base_path: str = ""  # "" or "/prefix"
+    roots: list[str] = field(default_factory=list)  # empty: the dirs (the server's default)
+    ranked: list[guided.Candidate] = field(default_factory=list)  # what a guided start found
+
+    @property
+    def local_url(self) -> str:
+        host = "localhost" if self.host in (None, "", "0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}{self.base_path}/"
+
+    def command(self, app: Path) -> list[str]:
+        """`python -m streamlit run app.py` with the server options and the dirs after `--`."""
+        cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(self.port),
+               "--server.headless", "true"]
+        if self.host:
+            cmd += ["--server.address", self.host]
+        if self.base_path:
+            cmd += ["--server.baseUrlPath", self.base_path.strip("/")]
+        return [*cmd, "--", *self.dirs]
+
+    def environment(self, environ: dict | None = None) -> dict:
+        """The server's environment: the roots in RUNDASH_ROOTS (the dirs travel as arguments)."""
+        env = dict(os.environ if environ is None else environ)
+        env.pop("RUNDASH_DIRS", None)
+        if self.roots:
+            env["RUNDASH_ROOTS"] = os.pathsep.join(self.roots)
+        return env
+
+    def describe(self) -> str:
+        lines = ["rundash plan"]
+        if self.dirs:
+            counts = {c.path: c.describe() for c in self.ranked}
+            for d in self.dirs:
+                lines.append(f"  dir     {d}" + (f"  ({counts[d]})" if d in counts else ""))
+        else:
+            lines.append("  dir     the built-in demo (no runs found under the current folder)")
+        for c in self.ranked:
+            if c.path not in self.dirs:
+                lines.append(f"  also    {c.path}  ({c.describe()})")
+        if self.roots:
+            lines.append(f"  roots   {', '.join(self.roots)}")
+        lines.append(f"  port    {self.port}")
+        lines.append(f"  url     {self.local_url}")
+        return "\n".join(lines)
+
+
+def parse_base_path(raw: str | None) -> str:
+    """'/prefix' (no trailing slash) or '' for none; refuses what is not a plain URL path."""
+    if not raw or raw.strip("/") == "":
+        return ""
+    path = "/" + raw.strip("/")
+    if any(part in ("", ".", "..") for part in path[1:].split("/")) or any(c in path for c in "?#%\\ "):
+        raise ValueError(f"--base-path {raw!r}: use a plain path like /rundash")
+    return path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rundash", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="*", help="output directories holding runs (default: a guided start)")
+    parser.add_argument("--port", type=int, default=None, help="port (default: the lowest free in 8501-8520)")
+    parser.add_argument("--host", default=None, help="address to bind (default: every interface)")
+    parser.add_argument("--base-path", default=None, help="URL prefix behind a reverse proxy, e.g. /rundash")
+    parser.add_argument("--roots", nargs="+", default=None, metavar="R",
+                        help="allowed roots: only paths under them can be read or added (default: the dirs)")
+    parser.add_argument("--yes", "-y", action="store_true", help="start without asking (guided start)")
+    return parser
+
+
+def make_plan(args: argparse.Namespace, *, cwd: str | None = None) -> Plan:
+    """The plan for parsed arguments; raises ValueError with the message for the user."""
+    roots = [os.path.abspath(os.path.expanduser(r)) for r in (args.roots or [])]
+    for r in roots:
+        if not os.path.isdir(r):
+            raise ValueError(f"--roots {r}: no such directory")
+    dirs = [os.path.abspath(os.path.expanduser(d)) for d in args.dirs]
+    if not dirs:
+        dirs = settings.startup_dirs([], os.environ)
+    ranked: list[guided.Candidate] = []
+    if not dirs:
+        ranked = [c for c in guided.candidates(cwd) if not roots or is_within(c.path, roots)]
+        dirs = [ranked[0].path] if ranked else []
+    for d in dirs:
+        if not os.path.isdir(d) and not os.path.isfile(d):
+            raise ValueError(f"{d}: no such directory")
+        if roots and not is_within(d, roots):
+            raise ValueError(f"{d} is outside the allowed roots ({', '.join(roots)})")
+    base_path = parse_base_path(args.base_path)
+    if args.port is not None:
+        if not 0 < args.port < 65536:
+            raise ValueError(f"--port {args.port}: not a port number")
+        if not instances.port_free(args.port, args.host):
+            raise ValueError(f"port {args.port} is taken")
+        port = args.port
+    else:
+        port = instances.free_port(args.host)
+        if port is None:
+            raise ValueError("no free port in 8501-8520; pass --port")
+    return Plan(dirs=dirs, port=port, host=args.host, base_path=base_path, roots=roots, ranked=ranked)
+
+
+def confirm(ask=input) -> bool:
+    try:
+        answer = ask("Proceed? [Y/n] ")
+    except EOFError:
+        print("\nrundash: no answer (not a terminal?); pass --yes to start without asking", file=sys.stderr)
+        return False
+    return answer.strip().lower() in ("", "y", "yes")
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = HEALTH_TIMEOUT_S) -> bool:
+    """Poll `<url>_stcore/health` until it answers "ok" (True), the server exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def forward_command(port: int) -> str:
+    """What to run on a laptop to reach a server on this (remote) machine."""
+    return f"ssh -N -L {port}:localhost:{port} {getpass.getuser()}@{socket.getfqdn()}"
+
+
+def empty_board(plan: Plan, *, cwd: str | None = None) -> list[str]:
+    """Lines explaining an empty board: each dir with no runs, and where runs were found instead."""
+    if not plan.dirs:
+        return []
+    from .discover import scan
+
+    empty = [d for d in plan.dirs if len(scan([d])[0]) == 0]
+    if not empty:
+        return []
+    lines = [f"rundash: no runs found in {d}" for d in empty]
+    others = [c for c in guided.candidates(cwd) if c.path not in plan.dirs]
+    if others:
+        lines.append("  runs were found in:")
+        lines += [f"    {c.path}  ({c.describe()})" for c in others[:5]]
+    else:
+        lines.append("  and none under the current folder either; check the path (rundash DIR)")
+    return lines
+
+
+def serve(plan: Plan) -> int:
+    """Start the server, report it once it answers, wait for it; Ctrl-C stops it cleanly."""
+    app = app_path()
+    proc = subprocess.Popen(plan.command(app), cwd=app.parent, env=plan.environment())  # .streamlit/config.toml
+    instances.record(proc.pid, plan.local_url, plan.dirs)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill <launcher>` stops the server too
+    try:
+        if wait_healthy(plan.local_url, proc):
+            print(f"\nrundash is serving at {plan.local_url}", flush=True)
+            print(f"  from another machine: {forward_command(plan.port)}", flush=True)
+            print(f"  then open http://localhost:{plan.port}{plan.base_path}/", flush=True)
+            for line in empty_board(plan):
+                print(line, flush=True)
+        elif proc.poll() is None:
+            print(f"rundash: the server does not answer at {plan.local_url} yet", file=sys.stderr, flush=True)
+        return proc.wait()
+    except KeyboardInterrupt:
+        return stop(proc)
+    finally:
+        instances.remove(proc.pid)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def stop(proc: subprocess.Popen, timeout: float = 10) -> int:
+    """Stop the server: SIGINT (as a terminal's Ctrl-C), then SIGKILL if it lingers."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    print("rundash stopped", flush=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        plan = make_plan(args)
+    except ValueError as e:
+        parser.error(str(e))
+    running = instances.serving(plan.dirs)
+    if running is not None:
+        print(f"rundash is already serving {', '.join(plan.dirs) or 'the demo'} at {running['url']} "
+              f"(pid {running['pid']})")
+        return 0
+    print(plan.describe(), flush=True)
+    if not args.dirs and not args.yes and not confirm():
+        return 1
+    return serve(plan)
 
 
 if __name__ == "__main__":

@@ -234,6 +234,14 @@ class Run(abc.ABC):
         """The full record of one listed sample; KeyError when the run has no such sample."""
         raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
 
+    def live_samples(self) -> pd.DataFrame:
+        """Episodes still being generated (prime-rl spec 5.7), as `frames.SAMPLES` rows whose
+        `status` is 'in flight: <stage>' (pending, boot, setup, running, finalize, scoring, done,
+        error) and whose `sample_id` is 'live-<trace or dispatch id>'; `episode()` opens their
+        partial trace. Read-only and short-lived: an episode that lands in the stream leaves this
+        frame. Empty for kinds that write no in-flight records."""
+        return frames.empty(frames.SAMPLES)
+
     def steps(self) -> pd.DataFrame:
         """Per step: samples, mean reward, whether it holds eval samples (`frames.STEPS`)."""
         s = self.samples()

@@ -291,6 +291,7 @@ def test_steps_merge_and_resumes_open_attempts(tmp_path):
     assert run.attempts() == [1, 2] and run.latest_attempt() == 2
     # the summary sees the log's ends only: a launch appended mid-file is not in it
     assert run.overview().attempts == 1
+    assert run.card().attempts == 2 and run.resume_steps() == [2]  # the card reads the metrics: one resume
     wide = run.metrics_wide()
     assert list(wide["step"]) == [0, 1, 2, 3, 4] and list(wide["a"].fillna(-1)) == [-1, 1.0, 2.0, 33.0, 4.0]
 

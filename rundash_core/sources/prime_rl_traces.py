@@ -208,6 +208,7 @@ def _list_samples(folder: str) -> pd.DataFrame:
             "truncated": row.get("truncated") if isinstance(row.get("truncated"), bool) else None,
             "input_tokens": _int(row.get("input_tokens")), "output_tokens": _int(row.get("output_tokens")),
             "turns": _int(row.get("turns")), "duration_s": _num(row.get("duration")),
+            "arrival": _num(row.get("arrival")),
             "locator": frames.line_locator(plain, offset, length),
         })
     return frames.typed(out, frames.SAMPLES)

@@ -209,12 +209,18 @@ class VerlRun(Run):
             finished=d.tail.final_validation, last_step=last, touched=touched)
 
     def card(self, now: float | None = None) -> Overview:
-        """The summary; a log without wall-clock stamps at its ends gets its duration from the
-        data: the sum of its per-step `timing_s/step`, plus validation time logged outside a step."""
+        """The summary, completed from the metrics: a log without wall-clock stamps at its ends gets
+        its duration from the sum of its per-step `timing_s/step` (plus validation time logged
+        outside a step); its resumes count every place the steps went back, which the ends alone
+        (what the runs list reads) cannot see."""
         ov = self.overview(now)
-        if ov.duration_s is None and (store := self.store()) is not None:
+        store = self.store()
+        if store is None:
+            return ov
+        if ov.duration_s is None:
             ov.duration_s = cache.shared.current(_key("verl-duration", store.path), store.stamp,
                                                  lambda: _timed_duration(store.tidy()), size=lambda _v: 64)
+        ov.attempts = max(ov.attempts, 1 + len(self.resume_steps()))
         return ov
 
     # Problems ------------------------------------------------------------------------------------
