@@ -7,7 +7,7 @@ from rundash_core.charts.aliases import alias_table
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, run_series_frame
 from rundash_core.compare import (config_diff, default_runs, group_band, group_labels, missing_configs,
                                   read_config, summary)
-from rundash_core.present import ABSENT, md_code, md_escape, short_labels, shorten, table_height
+from rundash_core.present import ABSENT, md_code, md_escape, short_labels, shortened, table_height
 
 ALIGN = {"step": "step", "time": "relative wall time"}
 NAME_WIDTH = 30  # run names in table cells and headers; longer ones are shortened in the middle
@@ -82,13 +82,13 @@ def config_block(configs, labels: dict[str, str]) -> str | None:
     elif diff.empty:
         st.caption("The readable configs are identical." if only else "These configs have no keys.")
     else:
-        shown = diff.map(lambda v: shorten(v, VALUE_WIDTH), na_action="ignore")
+        shown = shortened(diff, {run: VALUE_WIDTH for run in diff.columns})
         columns = {"_index": st.column_config.TextColumn("key", pinned=True)}
         for run in diff.columns:
             columns[run] = st.column_config.TextColumn(
                 labels.get(run, run), help=f"{md_escape(run)} · values longer than {VALUE_WIDTH} characters are "
-                                           "shortened in the middle; the Config page shows them whole.")
-        st.dataframe(shown, width="stretch", height=table_height(len(shown), max_rows=16), placeholder=ABSENT,
+                                           "shortened in the middle: double-click a cell to read it whole.")
+        st.dataframe(shown, width="stretch", height=table_height(len(diff), max_rows=16), placeholder=ABSENT,
                      column_config=columns)
     keys = list((diff if only else config_diff(configs, differences_only=True)).index)
     return _charts.url_widget(st.selectbox, "Group runs by config key", [None, *keys], key="group",

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from pages import _ui
-from rundash_core.present import ABSENT, shorten, table_height
+from rundash_core.present import ABSENT, shortened, table_height
 from rundash_core.runs_table import RUNS_TABLE_COLUMNS, filter_runs
 
 PATH_WIDTH, MODEL_WIDTH = 48, 32  # characters shown; longer values are shortened in the middle
@@ -12,21 +12,19 @@ TABLE_COLUMNS = {
     "step": st.column_config.NumberColumn("step", format="%d"),
     "max_steps": st.column_config.NumberColumn("max", format="%d", help="The run's step limit (— when it has none)."),
     "model": st.column_config.TextColumn("model", help=f"Names longer than {MODEL_WIDTH} characters (local "
-                                                       "checkpoint paths) are shortened in the middle; the run "
-                                                       "card shows the selected run's whole."),
+                                                       "checkpoint paths) are shortened in the middle: "
+                                                       "double-click a cell to read it whole."),
     "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
     "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
-    "path": st.column_config.TextColumn("path", help=f"Shortened in the middle to {PATH_WIDTH} characters; the run "
-                                                     "card shows the selected run's full path (select a row)."),
+    "path": st.column_config.TextColumn("path", help=f"Shortened in the middle to {PATH_WIDTH} characters: "
+                                                     "double-click a cell to read it whole."),
 }
 
 
 def display_rows(shown):
     """The runs list as shown: long paths and model names shortened in the middle (their start and
-    end stay readable), absent values left absent (the table shows them as —)."""
-    table = shown[RUNS_TABLE_COLUMNS]
-    return table.assign(path=table["path"].map(lambda p: shorten(p, PATH_WIDTH), na_action="ignore"),
-                        model=table["model"].map(lambda m: shorten(m, MODEL_WIDTH), na_action="ignore"))
+    end stay readable; double-click a cell for the whole value), absent values as —."""
+    return shortened(shown[RUNS_TABLE_COLUMNS], {"path": PATH_WIDTH, "model": MODEL_WIDTH})
 
 
 def runs_filters(runs):

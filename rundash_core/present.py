@@ -103,6 +103,16 @@ def shorten(text: object, width: int = 40) -> str:
     return f"{text[:head]}…{text[len(text) - (keep - head):]}"
 
 
+def shortened(frame: pd.DataFrame, widths: dict[str, int]):
+    """`frame` for st.dataframe with the long text of some columns shown `shorten`ed while the cells
+    keep their whole value: a pandas Styler whose display values are short, so double-clicking a
+    cell (Streamlit's cell overlay) shows it whole. Absent values show as `ABSENT`."""
+    def short(width: int):
+        return lambda v: shorten(v, width)
+
+    return frame.style.format({c: short(w) for c, w in widths.items() if c in frame.columns}, na_rep=ABSENT)
+
+
 def short_labels(names: list[str], width: int = 40) -> list[str]:
     """`shorten` of each name, except where two shortened names would read the same (then the full
     names): display values that still tell every row apart."""
@@ -111,3 +121,17 @@ def short_labels(names: list[str], width: int = 40) -> list[str]:
     for s in short:
         seen[s] = seen.get(s, 0) + 1
     return [s if seen[s] == 1 or s == str(n) else str(n) for s, n in zip(short, names)]
+
+
+def abbrev_count(n: int | None) -> str:
+    """A count as people read it at a glance: 987, 12.3k, 4.5M, 1.2B (n/a when unknown)."""
+    if is_absent(n):
+        return "n/a"
+    n = int(n)
+    if abs(n) < 1000:
+        return str(n)
+    for div, suffix in ((1_000, "k"), (1_000_000, "M"), (1_000_000_000, "B")):
+        value = round(n / div, 1)
+        if abs(value) < 1000 or suffix == "B":
+            return f"{value:.1f}".removesuffix(".0") + suffix
+    return str(n)

@@ -141,6 +141,27 @@ def test_hostile_run_name_is_inert_text(served, browser):
     ctx.close()
 
 
+def test_a_shortened_path_reads_whole_in_its_cell_overlay(served, browser):
+    """The runs list shows long paths shortened in the middle, but the cell holds the whole path:
+    opening the cell (Enter or double-click) shows all of it."""
+    paths = [str(p) for p in rd.discover([served["out"]])["path"]]
+    assert all(len(p) > 48 for p in paths)  # all shortened in the table
+    ctx, page, _ = _page(browser)
+    page.goto(served["url"])
+    canvas = page.get_by_test_id("stDataFrame").first.locator("canvas").first
+    expect(canvas).to_be_visible(timeout=30000)
+    box = canvas.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 35 + 17)  # a cell of the first row
+    for _ in range(12):
+        page.keyboard.press("ArrowRight")  # ... to the path: the last column
+    page.keyboard.press("Enter")
+    portal = page.locator("#portal")
+    expect(portal).to_contain_text(served["out"].name, timeout=10000)
+    shown = portal.text_content()
+    assert any(p in shown for p in paths), (shown, paths)
+    ctx.close()
+
+
 def test_metrics_view_lives_in_the_url(served, browser, tmp_path):
     # a fresh server whose very first request is a page link (Streamlit then runs pages/metrics.py
     # directly unless the page hands over to app.py's navigation)

@@ -245,6 +245,13 @@ def test_absent_values_are_never_text():
         assert not is_absent(v)
 
 
+def displayed(styler) -> pd.DataFrame:
+    """What a Styler handed to st.dataframe displays, cell by cell (its display values)."""
+    lines = styler.to_string(delimiter="\t").splitlines()
+    header, rows = lines[0].split("\t")[1:], [line.split("\t")[1:] for line in lines[1:]]
+    return pd.DataFrame(rows, columns=header)
+
+
 def test_overview_shows_absent_values_as_dashes_and_every_run(monkeypatch, demo_runs, tables):
     """The Relax run has no model and no step limit: the card says n/a and the runs table shows —,
     never "None" or "nan"; the table is as tall as its rows; long paths keep both ends."""
@@ -261,6 +268,8 @@ def test_overview_shows_absent_values_as_dashes_and_every_run(monkeypatch, demo_
     assert shown["run_id"].tolist() == runs["run_id"].tolist()  # names whole: they select the run
     assert pd.isna(shown.set_index("run_id").loc[relax["run_id"], "model"])  # absent, not the text "None"
     assert not shown.astype(object).isin(["None", "nan", "NaN", "<NA>"]).any().any()
-    for full, display in zip(runs["path"], shown["path"]):
+    assert shown["path"].tolist() == runs["path"].tolist()  # cells hold the whole path (double-click shows it)
+    for full, display in zip(runs["path"], displayed(data)["path"]):  # ... and display it shortened
         assert len(display) <= 48 and display[-10:] == full[-10:] and display[:10] == full[:10]
+    assert displayed(data).loc[shown["run_id"] == relax["run_id"], "model"].tolist() == ["—"]
     assert any(c.value == f"`{relax['path']}`" for c in at.caption)  # the card has the whole path
