@@ -33,6 +33,13 @@ NEW_METRICS = "monitors/file/metrics.jsonl"
 OLD_METRICS = "metrics.jsonl"
 
 RESERVED = {"step", "time", "_timestamp", "producer"}
+
+
+def app_pages() -> list[str]:
+    """Every page of the app's navigation (app.py's `st.Page("pages/….py"` lines), in order: what
+    "every page" tests walk, so a new page is covered the day it is added."""
+    text = (Path(__file__).resolve().parents[1] / "app.py").read_text()
+    return re.findall(r'st\.Page\("(pages/[\w]+\.py)"', text)
 # Spec 4.6, rule 2 and rules 3-4, transcribed from the format notes.
 LEGACY_TRAINER = re.compile(
     r"^(perf|optim|loss|entropy|system|mismatch_kl|kl_ent_ratio|is_masked|masked_|unmasked_|max_vio|routing_"

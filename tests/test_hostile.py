@@ -140,7 +140,7 @@ def _hostile_tree(root: Path, outside: Path) -> None:
 
 
 def test_every_page_over_a_hostile_tree_shows_no_secret_no_outside_content_no_traceback(tmp_path, monkeypatch):
-    from conftest import open_page
+    from conftest import app_pages, open_page
 
     root, outside = tmp_path / "root", tmp_path / "outside"
     root.mkdir()
@@ -152,7 +152,7 @@ def test_every_page_over_a_hostile_tree_shows_no_secret_no_outside_content_no_tr
     runs = rd.discover([root])
     assert "linked-run" not in set(runs["run_id"]) and len(runs) == 5
     for run_id in runs["run_id"]:
-        for page in ("pages/overview.py", "pages/metrics.py", "pages/compare.py", "pages/config.py"):
+        for page in app_pages():
             at = open_page(monkeypatch, root, page, {"run": run_id})  # asserts no exception
             shown = " ".join(str(getattr(e, "value", "")) for kind in ("markdown", "caption", "code", "error",
                                                                           "warning", "info", "dataframe")

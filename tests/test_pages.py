@@ -11,14 +11,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
-from conftest import open_page
+from conftest import app_pages, open_page
 from rundash_core import cache
 from rundash_core.configview import compile_search, prune
 from rundash_core.present import format_time, md_escape
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-PAGES = ["pages/overview.py", "pages/metrics.py", "pages/compare.py", "pages/config.py"]
+PAGES = app_pages()
 
 
 @pytest.fixture
@@ -284,7 +284,7 @@ def test_the_run_card_is_on_every_page(monkeypatch, demo_runs):
     folder, runs = demo_runs
     row = runs[runs["kind"] == "prime-rl"].iloc[0]
     ov = rd.open_run(row["path"], run_id=row["run_id"]).overview()
-    for page in ("pages/overview.py", "pages/metrics.py", "pages/compare.py", "pages/config.py"):
+    for page in PAGES:
         at = open_page(monkeypatch, folder, page, {"run": row["run_id"]})
         headline = [m.value for m in at.markdown if "of" in m.value and m.value.startswith("#")]
         assert headline and f"step {ov.step} of {ov.max_steps}" in headline[0], page
