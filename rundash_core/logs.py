@@ -1,0 +1,394 @@
+"""Reading log files by byte ranges: the last N lines, older pages, appended lines, merged by time.
+
+A log can be many GB (vLLM's `inference.log`); it is never read whole. A tail read walks back from
+the end (or from `before`, the first offset shown) in blocks that double from 256 KB to 4 MB until
+it holds enough lines; with a filter it stops after SCAN_BYTES per file, and says where it stopped
+(`frame.attrs["older"]`), so "load older" continues from there. A follow read (`after`) reads only
+the bytes appended since the offsets it is given. A torn last line (a writer mid-line) is left out
+until its newline comes or the file has been still for `bytetail.SETTLE_S`.
+
+Lines are parsed by `logtext`; a line without a level or time of its own (a traceback) takes those
+of the line before it in its file. Dates: loguru writes only `HH:MM:SS` (local time), vLLM
+`MM-DD HH:MM:SS`; the date is the file's mtime, stepping back a day each time the clock goes
+backwards reading downward (counted back from the end of what was read).
+
+Every read counts its bytes in `counter` (and `frame.attrs["bytes_read"]`): the benchmark and the
+tests use it to prove a read touched only a range.
+"""
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import logtext
+from .io.bytetail import SETTLE_S
+from .io.files import describe_unreadable, file_id, open_file
+from .redact import redact_text
+from .run import Problem
+from .user_regex import NOTHING, compile_user_pattern
+
+BLOCK = 256 << 10
+MAX_BLOCK = 4 << 20
+SCAN_BYTES = 32 << 20  # per file per request when a filter hides lines
+CONTEXT_LINES = 50  # parsed before the lines shown: where a continuation line's level comes from
+FOLLOW_BYTES = 8 << 20  # more appended than this since the last look: show the tail instead
+ROUTER_SUFFIX = "#router"  # a listed virtual entry: the router lines of a single-node inference.log
+
+
+@dataclass
+class ReadCounter:
+    """Bytes and reads done by the log reader (the bench and tests check ranges with it)."""
+
+    bytes: int = 0
+    reads: int = 0
+
+
+counter = ReadCounter()  # process-wide
+
+
+@dataclass(frozen=True)
+class LogSpec:
+    """One listed log to read: its listed path (a virtual `…#router` entry too), the real file,
+    its component, and which lines of it: all, the engine's only (router lines hidden) or the
+    router's only."""
+
+    path: str
+    real: str
+    component: str
+    only: str | None = None  # None | "engine" | "router"
+
+
+@dataclass(frozen=True)
+class Filters:
+    pattern: object | None = None  # a UserPattern on the text without colour
+    levels: frozenset | None = None
+    actors: frozenset | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.pattern is not None or self.levels is not None or self.actors is not None
+
+    def keeps(self, line: logtext.LogLine, level: str) -> bool:
+        if self.levels is not None and level not in self.levels:
+            return False
+        if self.actors is not None and line.actor not in self.actors:
+            return False
+        # a line is found by what is shown of it: secrets hidden (no probing a key by regex)
+        return self.pattern is None or self.pattern.search(line.plain) and self.pattern.search(redact_text(line.plain))
+
+
+@dataclass
+class Window:
+    """What was read of one file: its lines (offset, parsed) in file order, the byte range."""
+
+    spec: LogSpec
+    start: int
+    end: int
+    lines: list = field(default_factory=list)
+    times: list = field(default_factory=list)  # epoch seconds (NaN when unknown), per kept line
+    levels: list = field(default_factory=list)
+    problem: str | None = None
+    mtime: float = 0.0
+    stamps: list = field(default_factory=list)  # every line's own stamp (kept or not), for dates
+    kept: list = field(default_factory=list)  # index in `stamps` of each kept line
+
+    def keep_last(self, n: int) -> None:
+        self.lines, self.levels, self.kept = self.lines[-n:], self.levels[-n:], self.kept[-n:]
+
+    def last_dated(self) -> float | None:
+        """The time of the last line that says its date (ISO, or vLLM's month-day)."""
+        s = next((s for s in reversed(self.stamps) if s is not None and (s.when or s.month_day)), None)
+        return logtext.resolve_times([s], self.mtime)[0] if s is not None else None
+
+
+def specs_for(listing: pd.DataFrame, paths: list[str]) -> list[LogSpec]:
+    """The listed logs named by `paths` (a path the run does not list is refused: ValueError)."""
+    rows = {p: (c, i) for i, (p, c) in enumerate(zip(listing["path"], listing["component"]))}
+    unknown = [p for p in paths if p not in rows]
+    if unknown:
+        raise ValueError(f"not a log of this run: {', '.join(map(str, unknown[:3]))}")
+    out = []
+    for p in dict.fromkeys(paths):
+        component = rows[p][0]
+        if p.endswith(ROUTER_SUFFIX) and component == "router":
+            out.append(LogSpec(p, p[: -len(ROUTER_SUFFIX)], component, "router"))
+        else:
+            engine = component == "inference" and p + ROUTER_SUFFIX in rows
+            out.append(LogSpec(p, p, component, "engine" if engine else None))
+    return out
+
+
+def read_log(listing: pd.DataFrame, paths: list[str], *, tail: int = 1000, before=None, after=None,
+             pattern: str | None = None, levels=None, actors=None) -> pd.DataFrame:
+    """`Run.read_log` over a run's `logs()` listing; see `read_specs`."""
+    return read_specs(specs_for(listing, list(paths)), tail=tail, before=before, after=after, pattern=pattern,
+                      levels=levels, actors=actors)
+
+
+def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=None, pattern: str | None = None,
+               levels=None, actors=None, scan_bytes: int = SCAN_BYTES) -> pd.DataFrame:
+    """The last `tail` lines of the given logs merged by time (`frames.LOG_LINES`).
+
+    `before`: an offset (or {path: offset}) to page older lines, ending there; `after`:
+    {path: offset} to read only what was appended since. `pattern` (RE2, case-insensitive) is
+    searched in the text without colour; `levels` and `actors` keep lines of those only.
+    `frame.attrs`: `older` {path: offset to pass as `before` next}, `ends` {path: offset to pass
+    as `after` next}, `bytes_read`, `problems` (Problems of unreadable files), `reset` (a followed
+    file shrank or was replaced: the frame is a fresh tail), `error` (an invalid pattern)."""
+    compiled, error = compile_user_pattern(pattern or "")
+    filters = Filters(NOTHING if error else compiled, frozenset(levels) if levels else None,
+                      frozenset(actors) if actors is not None else None)
+    before_at = _per_path(before, specs)
+    after_at = _per_path(after, specs) if after is not None else {}
+    start_bytes = counter.bytes
+    windows, reset = [], False
+    for spec in specs:
+        if spec.path in after_at:
+            w, was_reset = _appended(spec, after_at[spec.path], tail, filters, scan_bytes)
+            reset |= was_reset
+        else:
+            w = _tail(spec, before_at.get(spec.path), tail, filters, scan_bytes)
+        windows.append(w)
+    _assign_times(windows)
+    frame, older = _merge(windows, tail)
+    frame.attrs.update(older=older, ends={w.spec.path: w.end for w in windows}, reset=reset, error=error,
+                       bytes_read=counter.bytes - start_bytes,
+                       problems=[Problem(w.spec.real, w.problem) for w in windows if w.problem])
+    return frame
+
+
+def _per_path(value, specs: list[LogSpec]) -> dict:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {k: int(v) for k, v in value.items() if v is not None}
+    return {s.path: int(value) for s in specs}
+
+
+# Reading ------------------------------------------------------------------------------------------
+def _read(fh, start: int, end: int) -> bytes:
+    fh.seek(start)
+    data = fh.read(max(0, end - start))
+    counter.bytes += len(data)
+    counter.reads += 1
+    return data
+
+
+def _complete_end(fh, size: int, mtime: float) -> int:
+    """Where the complete lines end: EOF, or before a torn last line still being written."""
+    if size == 0 or time.time() - mtime >= SETTLE_S:
+        return size
+    last = _read(fh, size - 1, size)
+    if last == b"\n":
+        return size
+    data = _read(fh, max(0, size - BLOCK), size)
+    cut = data.rfind(b"\n")
+    return size if cut < 0 else size - len(data) + cut + 1
+
+
+def _tail(spec: LogSpec, before: int | None, want: int, filters: Filters, scan_bytes: int) -> Window:
+    """The last `want` kept lines ending at `before` (default: the complete lines' end)."""
+    fid = file_id(spec.real)
+    if fid is None:
+        return Window(spec, 0, 0, problem=describe_unreadable(spec.real))
+    try:
+        with open_file(spec.real) as fh:
+            end = _complete_end(fh, fid.size, fid.mtime)
+            end = _line_start(fh, before) if before is not None and before < end else end
+            return _walk_back(fh, spec, end, want, filters, scan_bytes, fid.mtime)
+    except OSError as e:
+        return Window(spec, 0, 0, problem=describe_unreadable(spec.real) or str(e))
+
+
+def _line_start(fh, at: int) -> int:
+    """The start of the line holding byte `at` (`at` itself when a line starts there)."""
+    pos, size = at, 1  # `at` is a line start when the byte before it is a newline: one byte read
+    while pos > 0:
+        start = max(0, pos - size)
+        data = _read(fh, start, pos)
+        i = data.rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        pos, size = start, min(max(size * 8, 4096), MAX_BLOCK)
+    return 0
+
+
+def _walk_back(fh, spec: LogSpec, end: int, want: int, filters: Filters, scan_bytes: int, mtime: float) -> Window:
+    """Blocks back from `end` until `want` lines are kept. Without a filter lines are only split
+    (counting needs no parse) and just the last ones are parsed, with a few before them for the
+    level of a continuation line."""
+    filtering = filters.active or spec.only is not None
+    grep_only = filters.pattern is not None and filters.levels is None and spec.only is None
+    pos, carry, block, chunks, kept = end, b"", BLOCK, [], 0
+    while pos > 0 and kept < want and end - pos < scan_bytes:
+        start = max(0, pos - block)
+        data = _read(fh, start, pos) + carry
+        if start > 0:
+            cut = data.find(b"\n") + 1
+            if cut == 0:  # one line longer than the block: read on back
+                carry, pos, block = data, start, min(block * 2, MAX_BLOCK)
+                continue
+            carry, data, first = data[:cut], data[cut:], start + cut
+        else:
+            carry, first = b"", 0
+        raw = _split(data, first)
+        if grep_only:  # only lines the pattern finds are parsed
+            search = filters.pattern.search
+            raw = [(offset, logtext.parse(line)) for offset, line in raw if search(logtext.plain_text(line))]
+            kept += sum(1 for _, line in raw if _may_keep(spec, line, filters))
+        elif filtering:
+            raw = [(offset, logtext.parse(line)) for offset, line in raw]
+            kept += sum(1 for _, line in raw if _may_keep(spec, line, filters))
+        else:
+            kept += len(raw)
+        chunks.append(raw)
+        pos = first
+        block = min(block * 2, MAX_BLOCK)
+    lines = [x for chunk in reversed(chunks) for x in chunk]
+    if not filtering:
+        context = max(0, len(lines) - want - CONTEXT_LINES)
+        lines = [(offset, logtext.parse(line)) for offset, line in lines[context:]]
+        pos = lines[0][0] if context and lines else pos
+    w = Window(spec, pos, end, mtime=mtime)
+    _finish(w, lines, filters, inherit=not grep_only)
+    if len(w.lines) > want:  # the next older page ends at the first line kept
+        w.start = w.lines[-want][0]
+        w.keep_last(want)
+    return w
+
+
+def _appended(spec: LogSpec, offset: int, want: int, filters: Filters, scan_bytes: int) -> tuple[Window, bool]:
+    """Lines appended since `offset`; a file now shorter than that was truncated or replaced: its
+    tail is read again (reset)."""
+    fid = file_id(spec.real)
+    if fid is None:
+        return Window(spec, offset, offset, problem=describe_unreadable(spec.real)), False
+    if fid.size - offset > FOLLOW_BYTES:  # too much to show as appended: a fresh tail (a gap)
+        return _tail(spec, None, want, filters, scan_bytes), True
+    if fid.size == offset:
+        return Window(spec, offset, offset, mtime=fid.mtime), False
+    try:
+        with open_file(spec.real) as fh:
+            if fid.size < offset or offset > 0 and _read(fh, offset - 1, offset) != b"\n":
+                return _tail(spec, None, want, filters, scan_bytes), True  # truncated or replaced
+            data = _read(fh, offset, fid.size)
+    except OSError as e:
+        return Window(spec, offset, offset, problem=describe_unreadable(spec.real) or str(e)), False
+    if not data.endswith(b"\n") and time.time() - fid.mtime < SETTLE_S:
+        data = data[: data.rfind(b"\n") + 1]  # a torn last line waits for its newline
+    w = Window(spec, offset, offset + len(data), mtime=fid.mtime)
+    _finish(w, [(o, logtext.parse(line)) for o, line in _split(data, offset)], filters)
+    w.keep_last(want)
+    return w, False
+
+
+def _split(data: bytes, first: int) -> list:
+    """(offset, raw line) of each line of `data`, which starts at file offset `first`."""
+    parts = data.split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()
+    out, pos = [], first
+    for raw in parts:
+        out.append((pos, raw))
+        pos += len(raw) + 1
+    return out
+
+
+def _may_keep(spec: LogSpec, line: logtext.LogLine, filters: Filters) -> bool:
+    """Could this line be shown (its level may come from the line before it)?"""
+    if spec.only is not None and line.router != (spec.only == "router"):
+        return False
+    return (filters.levels is None or line.level is None or line.level in filters.levels) and (
+        filters.actors is None or line.actor in filters.actors) and (
+        filters.pattern is None or filters.pattern.search(line.plain))
+
+
+def _finish(w: Window, lines: list, filters: Filters, *, inherit: bool = True) -> None:
+    """Levels carried over continuation lines (`inherit`: `lines` are every line, not only those
+    a pattern found), filters applied (times: `_assign_times`)."""
+    w.stamps = [line.stamp for _, line in lines]
+    level, last_router, last_actor = logtext.UNKNOWN, False, ""
+    for i, (offset, line) in enumerate(lines):
+        if line.level is not None:
+            level, last_router, last_actor = line.level, line.router, line.actor
+        elif line.actor != last_actor or not inherit:  # another process's output: not a continuation
+            level, last_router, last_actor = logtext.UNKNOWN, False, line.actor
+        router = line.router or (line.level is None and last_router)
+        if w.spec.only == "router" and not router or w.spec.only == "engine" and router:
+            continue
+        if filters.keeps(line, level):
+            w.lines.append((offset, line))
+            w.kept.append(i)
+            w.levels.append(level)
+
+
+COPIED_S = 86400.0
+
+
+def _assign_times(windows: list[Window]) -> None:
+    """Each kept line's time. A file whose lines say only the time of day is dated by its mtime,
+    unless the dated lines of the other files read end more than a day before that mtime (a
+    copied run: its mtimes are the copy's): then by those lines."""
+    dated = [t for w in windows if (t := w.last_dated()) is not None and t == t]
+    newest = max(dated, default=None)
+    for w in windows:
+        anchor = w.mtime
+        if newest is not None and w.mtime - newest > COPIED_S:
+            anchor = newest + 3600.0
+        times = logtext.resolve_times(w.stamps, anchor)
+        w.times = [times[i] for i in w.kept]
+
+
+# Merging ------------------------------------------------------------------------------------------
+def _merge(windows: list[Window], want: int) -> tuple[pd.DataFrame, dict]:
+    """The windows interleaved by time, each file's own order kept (a k-way merge), the last
+    `want` lines; `older`: where each file's next older page ends."""
+    streams = [[(_key(t), wi, j) for j, t in enumerate(w.times)] for wi, w in enumerate(windows)]
+    merged = list(heapq.merge(*streams))[-want:] if want > 0 else []
+    first_kept: dict[int, int] = {}
+    for _, wi, j in merged:
+        first_kept.setdefault(wi, j)
+    older = {}
+    for wi, w in enumerate(windows):
+        j = first_kept.get(wi)
+        older[w.spec.path] = w.start if j == 0 or (j is None and not w.lines) else (
+            w.lines[j][0] if j is not None else w.end)
+    times, components, levels, texts, paths, offsets = [], [], [], [], [], []
+    for _, wi, j in merged:
+        w = windows[wi]
+        offset, line = w.lines[j]
+        times.append(w.times[j])
+        components.append(w.spec.component)
+        levels.append(w.levels[j])
+        texts.append(line.text)
+        paths.append(w.spec.path)
+        offsets.append(offset)
+    frame = pd.DataFrame({  # built in the schema's dtypes (`frames.LOG_LINES`) directly: no per-cell pass
+        "time": pd.to_datetime(np.asarray(times, dtype="float64") * 1e9, utc=True).astype("datetime64[ns, UTC]"),
+        "component": pd.Series(components, dtype="str"), "level": pd.Series(levels, dtype="str"),
+        "text": pd.Series(texts, dtype="str"), "path": pd.Series(paths, dtype="str"),
+        "offset": pd.array(offsets, dtype="Int64")})
+    return frame, older
+
+
+def _key(t: float) -> float:
+    return float("-inf") if t != t else t
+
+
+def file_row(path: str, component: str, attempt: int | None, *, listed_path: str | None = None) -> dict:
+    """One `frames.LOGS` row: size and time from one stat (NA for a broken link)."""
+    fid = file_id(path)
+    return {"component": component, "attempt": attempt, "path": listed_path or path,
+            "size": fid.size if fid else None,
+            "updated": pd.Timestamp(fid.mtime_ns, unit="ns", tz="UTC") if fid else pd.NaT}
+
+
+def real_path(path: str) -> str:
+    """The file behind a listed path (a virtual router entry reads its inference.log)."""
+    return path[: -len(ROUTER_SUFFIX)] if path.endswith(ROUTER_SUFFIX) else path
+
