@@ -1,0 +1,41 @@
+"""Health: the run's rule-based findings and the monitor-run check-in entry (copy / download)."""
+import time
+
+import streamlit as st
+
+from pages import _ui
+from rundash_core.checkin import checkin_markdown
+from rundash_core.health import Signals, findings_frame, health, health_state
+from rundash_core.present import table_height
+
+STATE_COLOR = {"Healthy": "green", "Degraded": "orange", "Down": "red"}
+
+run = _ui.current_run()
+if run is None:
+    _ui.empty_state("No run selected.")
+    st.stop()
+
+now = time.time()
+signals = _ui.read_or_stop(lambda: Signals.from_run(run, now=now), f"the metrics of {run.run_id}")
+findings = health(signals)
+state = health_state(findings)
+
+st.markdown(f"## Health · :{STATE_COLOR[state]}[{state}]")
+st.caption("Rule-based checks over the run's metrics: alive / stalled, stability (entropy, grad-norm and loss "
+           "spikes, mismatch KL, NaN), progress (reward, validation, lengths, truncation, errors, no-signal "
+           "groups) and performance (who waits on whom, staleness, MFU).")
+if findings:
+    table = findings_frame(findings)
+    st.dataframe(table, hide_index=True, width="stretch", height=table_height(len(table)),
+                 column_config={"message": st.column_config.TextColumn("message", width="large")})
+else:
+    st.success("No findings: every rule passed on the metrics this run logged.")
+
+st.markdown("### Check-in")
+st.caption("The monitor-run entry for this moment, ready to append to the run's STATUS.md (rundash never "
+           "writes into a run directory).")
+entry = checkin_markdown(signals, findings, problems=_ui.run_problems(run), now=now)
+st.code(entry, language="markdown", wrap_lines=True)
+stamp = time.strftime("%Y%m%d-%H%M", time.gmtime(now))
+st.download_button("Download check-in (.md)", entry, file_name=f"checkin-{run.run_id}-{stamp}.md",
+                   mime="text/markdown", key="checkin_download", icon=":material/download:")

@@ -1,0 +1,113 @@
+"""The monitor-run check-in entry (prime-rl's `monitor-run` runbook) from a run's frames and findings.
+
+    ## YYYY-MM-DD HH:MM UTC
+
+    **Step**: 140 / 200
+    **Health**: Healthy | Degraded | Down
+
+    **Progress**: ...   **Stability**: ...   **Performance**: ...   **Notes**: ...
+
+rundash only renders it (page panel, `rundash check-in`); whoever owns the run appends it to the
+run's STATUS.md, rundash never writes into a run directory.
+"""
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from .health import Finding, Signals, health, health_state
+from .health_rules import step_rate, val_series
+
+# (concept, label, unit[, skipped when this concept is logged]) per line of the entry; units: "%" (a
+# share), "s", "tok" or "" (plain)
+PROGRESS = [("reward", "reward", ""), ("response length", "seq_len", "tok"), ("truncation", "truncation", "%"),
+            ("error fraction", "errors", "%")]
+STABILITY = [("entropy", "entropy", ""), ("mismatch KL", "mismatch_kl", ""), ("grad norm", "grad_norm", ""),
+             ("loss", "loss", "")]
+PERFORMANCE = [("trainer step time", "trainer step", "s"), ("wait for batch", "trainer wait_for_batch", "s"),
+               ("orchestrator step time", "orchestrator step", "s"), ("wait for policy", "orch wait_for_policy", "s"),
+               ("step time", "step time", "s", "trainer step time"), ("throughput", "throughput", "tok/s/GPU"),
+               ("MFU", "MFU", ""), ("staleness", "off-policy", "steps")]
+
+
+def _num(x: float, unit: str) -> str:
+    if unit == "%":
+        return f"{x:.1%}"
+    text = f"{x:.4g}"
+    return f"{text} {unit}" if unit else text
+
+
+def _line(signals: Signals, items, *, lookback: int = 20) -> list[str]:
+    """`label value (was v N steps ago)` for each concept the run logs."""
+    parts = []
+    for concept, label, unit, *unless in items:
+        if unless and signals.concept(unless[0]) is not None:
+            continue
+        found = signals.concept(concept)
+        if found is None:
+            continue
+        _key, s = found
+        s = s.dropna()
+        if s.empty:
+            continue
+        text = f"{label} {_num(float(s.iloc[-1]), unit)}"
+        if len(s) > lookback:
+            text += f" (was {_num(float(s.iloc[-1 - lookback]), unit)} at step {int(s.index[-1 - lookback])})"
+        parts.append(text)
+    return parts
+
+
+def _flags(findings: list[Finding], area: str) -> list[str]:
+    return [f"⚠ {f.message}" for f in findings if f.area == area and f.severity in ("critical", "warning")]
+
+
+def _sentence(parts: list[str], absent: str) -> str:
+    return "; ".join(parts) + "." if parts else absent
+
+
+def _area(values: list[str], findings: list[Finding], area: str, absent: str) -> str:
+    """An area's line: its numbers, then its warnings and critical findings flagged."""
+    return _sentence(values + _flags(findings, area), absent)
+
+
+def checkin_markdown(signals: Signals, findings: list[Finding], *, problems: list | None = None,
+                     now: float | None = None) -> str:
+    """The check-in entry as Markdown, stamped `now` (UTC)."""
+    now = signals.now if now is None else now
+    ov = signals.overview
+    stamp = pd.Timestamp(now, unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M UTC")
+    step = "n/a" if ov.step is None else str(ov.step)
+    max_steps = "∞" if ov.max_steps is None else str(ov.max_steps)
+
+    progress = _line(signals, PROGRESS)
+    val = val_series(signals)
+    if val is not None and len(val[1]):
+        v = val[1]
+        progress.append(f"eval score {v.iloc[-1]:.4g} at step {int(v.index[-1])} (best {v.max():.4g})")
+    stability = _line(signals, STABILITY)
+    performance = _line(signals, PERFORMANCE)
+    rate = step_rate(signals)
+    if rate:
+        performance.append(f"{rate:.3g} steps/h")
+
+    notes = [f.message for f in findings if f.area == "alive" or f.severity == "info"]
+    notes += [f"status {ov.status}"] if ov.status not in ("running", "completed") else []
+    if ov.attempts > 1:
+        notes.append(f"resumed {ov.attempts - 1}×")
+    if problems:
+        notes.append(f"{len(problems)} file problem(s): " + "; ".join(str(p) for p in problems[:3]))
+
+    lines = [f"## {stamp}", "", f"**Step**: {step} / {max_steps}", f"**Health**: {health_state(findings)}", "",
+             f"**Progress**: {_area(progress, findings, 'progress', 'no progress metrics logged.')}",
+             f"**Stability**: {_area(stability, findings, 'stability', 'no stability metrics logged.')}",
+             f"**Performance**: {_area(performance, findings, 'performance', 'no timing metrics logged.')}",
+             "", f"**Notes**: {_sentence(notes, 'nothing notable.')}", ""]
+    return "\n".join(lines)
+
+
+def run_checkin(run, *, now: float | None = None) -> str:
+    """The check-in entry of a run as its files are now."""
+    now = time.time() if now is None else now
+    signals = Signals.from_run(run, now=now)
+    return checkin_markdown(signals, health(signals), problems=run.problems(), now=now)

@@ -1,0 +1,102 @@
+"""The monitor-run check-in entry (`rundash_core.checkin`) and the Health page that shows it."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+import rundash_core as rd
+from conftest import open_page, snapshot
+from rundash_core.checkin import checkin_markdown, run_checkin
+from rundash_core.health import health, health_state
+from test_health import T0, DT, noise, signals
+
+HEADER = re.compile(r"^## \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$")
+FIELDS = ("**Step**: ", "**Health**: ", "**Progress**: ", "**Stability**: ", "**Performance**: ", "**Notes**: ")
+
+
+def fields(md: str) -> dict[str, str]:
+    """The entry's `**Field**: value` lines by field name (asserting the monitor-run layout)."""
+    lines = md.splitlines()
+    assert HEADER.match(lines[0]), lines[0]
+    found = {}
+    for line in lines[1:]:
+        for f in FIELDS:
+            if line.startswith(f):
+                found[f.strip("*: ")] = line[len(f):]
+    assert list(found) == [f.strip("*: ") for f in FIELDS]  # every field, in the runbook's order
+    return found
+
+
+def test_entry_is_filled_from_frames_and_findings():
+    grad = noise(100, 1.0, 0.05)
+    grad[70] = 9.0
+    series = {"train/agg/effective/agent/reward/mean": ("orch", np.linspace(0.2, 0.6, 100)),
+              "optim/grad_norm": grad, "entropy/all/mean": noise(100, 0.5, 0.01),
+              "time/step": ("trainer", np.full(100, 10.0)), "time/wait_for_batch": ("trainer", np.full(100, 2.0))}
+    now = T0 + 101 * DT
+    s = signals(series, status="running", max_steps=500, now=now)
+    found = health(s)
+    md = checkin_markdown(s, found, now=now)
+    assert md.splitlines()[0] == "## " + pd.Timestamp(now, unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M UTC")
+    f = fields(md)
+    assert f["Step"] == "100 / 500"
+    assert f["Health"] == health_state(found) == "Degraded"
+    assert "reward 0.6 (was 0.5192 at step 80)" in f["Progress"]
+    assert "grad_norm" in f["Stability"] and "⚠ grad norm spiked 1×" in f["Stability"]
+    assert "trainer step 10 s" in f["Performance"] and "trainer wait_for_batch 2 s" in f["Performance"]
+    assert "360 steps/h" in f["Performance"]
+    assert f["Notes"] == "nothing notable."
+
+
+def test_a_stalled_run_is_down_with_a_note():
+    s = signals({"optim/grad_norm": noise(50, 1.0)}, status="running", max_steps=100, now=T0 + 50 * DT + 3600)
+    f = fields(checkin_markdown(s, health(s)))
+    assert f["Health"] == "Down"
+    assert f["Notes"].startswith("no new metric rows for 1h 00m")
+    assert f["Progress"] == "no progress metrics logged."
+
+
+def test_every_demo_run_gets_an_entry_and_nothing_is_written(demo_runs):
+    folder, runs = demo_runs
+    before = snapshot(folder)
+    for path, run_id in zip(runs["path"], runs["run_id"]):
+        run = rd.open_run(path, run_id=run_id)
+        f = fields(run_checkin(run))
+        ov = run.overview()
+        assert f["Step"] == f"{ov.step} / {ov.max_steps if ov.max_steps is not None else '∞'}"
+        assert f["Health"] in ("Healthy", "Degraded", "Down")
+    assert snapshot(folder) == before  # rundash never writes into a run directory
+
+
+def test_health_page_shows_findings_and_the_check_in(monkeypatch, demo_runs, tables):
+    import streamlit
+
+    downloads = []
+    real = streamlit.download_button
+    monkeypatch.setattr(streamlit, "download_button",
+                        lambda label, data, *a, **k: downloads.append((label, data, k)) or real(label, data, *a, **k))
+    folder, runs = demo_runs
+    row = runs[runs["kind"] == "verl"].iloc[0]
+    run = rd.open_run(row["path"], run_id=row["run_id"])
+    at = open_page(monkeypatch, folder, "pages/health.py", {"run": row["run_id"]})
+    found = run.health()
+    state = health_state(found)
+    assert any(m.value.startswith("## Health") and state in m.value for m in at.markdown)
+    table = next(d for d, _k in tables if "message" in getattr(d, "columns", []))
+    assert list(table["message"]) == [f.message for f in found]
+    entry = next(c.value for c in at.code if c.value.startswith("## "))
+    assert fields(entry)["Health"] == state and fields(entry)["Step"] == f"{run.overview().step} / 150"
+    label, data, kw = downloads[0]
+    assert data.strip() == entry.strip() and kw["mime"] == "text/markdown" and kw["file_name"].endswith(".md")
+    assert at.code[[c.value for c in at.code].index(entry)].language == "markdown"  # st.code: a copy button
+
+
+def test_health_page_on_every_kind(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    for run_id in runs["run_id"]:
+        at = open_page(monkeypatch, folder, "pages/health.py", {"run": run_id})
+        entry = next(c.value for c in at.code if c.value.startswith("## "))
+        state = fields(entry)["Health"]
+        assert any(m.value.startswith("## Health") and state in m.value for m in at.markdown)
