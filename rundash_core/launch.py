@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import guided, instances, settings
+from .importer import max_bytes
 from .io.files import is_within
 
 HEALTH_TIMEOUT_S = 60
@@ -58,7 +59,7 @@ class Plan:
     def command(self, app: Path) -> list[str]:
         """`python -m streamlit run app.py` with the server options and the dirs after `--`."""
         cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(self.port),
-               "--server.headless", "true"]
+               "--server.headless", "true", "--server.maxUploadSize", str(max(1, max_bytes() >> 20))]  # Import page
         if self.host:
             cmd += ["--server.address", self.host]
         if self.base_path:
