@@ -18,8 +18,16 @@ nav = st.navigation([
     st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
     st.Page("pages/metrics.py", title="Metrics", icon=":material/monitoring:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("pages/validation.py", title="Validation", icon=":material/verified:"),
     st.Page("pages/config.py", title="Config", icon=":material/settings:"),
     st.Page("pages/trajectory.py", title="Trajectory", icon=":material/route:"),
+    st.Page("pages/rollouts.py", title="Rollouts", icon=":material/stacked_bar_chart:"),
+    st.Page("pages/logs.py", title="Logs", icon=":material/article:"),
+    st.Page("pages/reports.py", title="Reports", icon=":material/description:"),
+    st.Page("pages/health.py", title="Health", icon=":material/health_and_safety:"),
+    st.Page("pages/ai_analysis.py", title="AI analysis", icon=":material/psychology:"),
+    st.Page("pages/import_run.py", title="Import", icon=":material/upload:"),
+    st.Page("pages/settings.py", title="Settings", icon=":material/tune:"),
 ])
 try:
     if run is not None:

@@ -17,7 +17,7 @@ from rundash_core.settings import check_added_dir
 
 def all_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
     """Start directories plus this session's added ones (re-checked against the roots)."""
-    roots = list(st.session_state.get("_roots", ()))
+    roots = [*st.session_state.get("_roots", ()), *st.session_state.get("import_roots", ())]  # (Import page)
     extra = [d for d in st.session_state.get("extra_dirs", []) if check_added_dir(d, roots)[0]]
     return tuple(dict.fromkeys([*dirs, *extra]))
 
@@ -139,6 +139,23 @@ def current_run() -> Run | None:
     runs = runs_list()
     match = runs[runs["run_id"] == run_id]
     return None if match.empty else sc.get_run(match.iloc[0]["path"], run_id)
+
+
+NO_SAMPLES = "This run has no samples: its trainer does not record rollouts rundash can read."
+
+
+def page_run(title: str, *, needs: str | None = None, without: str = "") -> Run:
+    """The page's run under its `## title · run` heading; stops the page with a note when no run is
+    selected, or when the run lacks the capability `needs` (the note is `without`)."""
+    run = current_run()
+    if run is None:
+        empty_state("No run selected.")
+        st.stop()
+    st.markdown(f"## {title} · {md_escape(run.name)}")
+    if needs is not None and needs not in run.capabilities:
+        empty_state(without)
+        st.stop()
+    return run
 
 
 def read_or_stop(read, what: str):

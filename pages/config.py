@@ -4,12 +4,7 @@ import streamlit as st
 from pages import _ui
 from rundash_core.configview import compile_search, language_for, opens_by_default, search_config
 
-run = _ui.current_run()
-if run is None:
-    _ui.empty_state("No run selected.")
-    st.stop()
-
-st.markdown(f"## Config · {_ui.md_escape(run.name)}")
+run = _ui.page_run("Config")
 attempts = run.attempts()
 latest = run.latest_attempt()
 options = [None] + [a for a in reversed(attempts)]

@@ -11,7 +11,7 @@ from rundash_core.charts import rollout_figures as rf
 from rundash_core.charts.figures import ChartOptions
 from rundash_core.charts.series import series_index
 from rundash_core.charts.view import panel_chart
-from rundash_core.present import ABSENT, md_code, md_escape, table_height
+from rundash_core.present import ABSENT, md_code, table_height
 
 PANELS = {"outcomes": "Outcomes", "episodes": "Episodes", "tasks": "Task grid", "token_is": "Token & IS"}
 PLOT = dict(config=_charts.PLOTLY_CONFIG, width="stretch")
@@ -102,18 +102,14 @@ def token_is_panel(run) -> None:
     _charts.chart_grid(charts, key="ro_tis")
 
 
-run = _ui.current_run()
-if run is None:
-    _ui.empty_state("No run selected.")
-    st.stop()
-st.markdown(f"## Rollouts · {md_escape(run.name)}")
+run = _ui.page_run("Rollouts")
 panel = _charts.url_widget(st.segmented_control, "Panel", list(PANELS), key="panel", default="outcomes",
                            format_func=PANELS.get, required=True)
 if panel == "token_is":
     token_is_panel(run)
     st.stop()
 if "samples" not in run.capabilities:
-    _ui.empty_state("This run has no samples: its trainer does not record rollouts rundash can read.")
+    _ui.empty_state(_ui.NO_SAMPLES)
     st.stop()
 samples = _ui.read_or_stop(lambda: run.samples(), f"the samples of {run.run_id}")
 if samples.empty:

@@ -11,7 +11,9 @@ from .discover import discover, list_runs
 from .frames import Episode, Message, ToolCall
 from .run import CAPABILITIES, KINDS, Overview, Problem, Run, RunError
 from .sources import open_run
+from .health import Finding
+from .ai import analysis_context, analyze
 
 __all__ = ["discover", "list_runs", "open_run", "Run", "Overview", "Problem", "RunError", "KINDS", "CAPABILITIES",
-           "Episode", "Message", "ToolCall", "frames"]
+           "Episode", "Message", "ToolCall", "frames", "Finding", "analysis_context", "analyze"]
 __version__ = "0.1.0"

@@ -158,6 +158,14 @@ class LRUCache:
             self._fixed_total = 0
             self._growing.clear()
 
+    def stats(self) -> dict[str, int | float | None]:
+        """Live numbers for the Settings page: entries, bytes held, the byte limit, hits, misses
+        and the hit rate (None before the first lookup)."""
+        with self._lock:
+            asked = self.hits + self.misses
+            return {"entries": len(self._items), "bytes": self._total(), "limit": self.limit, "hits": self.hits,
+                    "misses": self.misses, "hit_rate": self.hits / asked if asked else None}
+
     @property
     def total_bytes(self) -> int:
         with self._lock:

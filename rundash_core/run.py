@@ -28,7 +28,8 @@ KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
 STATUSES = ("running", "completed", "stopped", "unknown")
 RUNNING_WINDOW_S = 180.0
 STALE_DATA_S = 86400.0  # data this old is not a live run, however fresh its files (a copy)
-CAPABILITIES = ("metrics", "config", "attempts", "samples", "episodes", "validation", "logs", "tokens")
+CAPABILITIES = ("metrics", "config", "attempts", "samples", "episodes", "validation", "logs", "tokens",
+                "failure_modes", "reports")
 
 
 class RunError(Exception):
@@ -258,15 +259,44 @@ class Run(abc.ABC):
         """Per validation event × source × statistic (`frames.VALIDATION`)."""
         return frames.empty(frames.VALIDATION)
 
+    def val_cot(self) -> pd.DataFrame:
+        """Chain-of-thought share of the val responses per event (`frames.VAL_COT`)."""
+        return frames.empty(frames.VAL_COT)
+
+    def failure_modes(self, event: str | None = None) -> pd.DataFrame:
+        """Why each task of a val event (default: the last) failed (`frames.FAILURE_MODES`)."""
+        return frames.empty(frames.FAILURE_MODES)
+
+    def eval_plan(self) -> pd.DataFrame:
+        """Eval episodes expected per env and step (`frames.EVAL_PLAN`), from a plan.json."""
+        return frames.empty(frames.EVAL_PLAN)
+
+    def health(self, now: float | None = None) -> list:
+        """Rule-based health findings (`rundash_core.health`: list of `Finding`), from the frames."""
+        from .health import run_health
+
+        return run_health(self, now=now)
+
     # Logs ----------------------------------------------------------------------------------------
     def logs(self) -> pd.DataFrame:
         """One row per log file (`frames.LOGS`)."""
         return frames.empty(frames.LOGS)
 
-    def read_log(self, paths: list[str], *, tail: int = 1000, before: int | None = None,
-                 pattern: str | None = None, levels: list[str] | None = None) -> pd.DataFrame:
-        """Lines of the given log files, merged by time (`frames.LOG_LINES`)."""
-        return frames.empty(frames.LOG_LINES)
+    def read_log(self, paths: list[str], *, tail: int = 1000, before: int | dict | None = None,
+                 pattern: str | None = None, levels: list[str] | None = None, after: dict | None = None,
+                 actors: list[str] | None = None) -> pd.DataFrame:
+        """Lines of the given log files, merged by time (`frames.LOG_LINES`); `before`/`after`
+        page older / follow appended bytes, `actors` keeps Ray actors' lines (`rundash_core.logs`)."""
+        from .logs import read_log
+
+        listing = self.logs()
+        return read_log(listing, paths, tail=tail, before=before, after=after, pattern=pattern, levels=levels,
+                        actors=actors) if len(listing) else frames.empty(frames.LOG_LINES)
+
+    # Reports -------------------------------------------------------------------------------------
+    def reports(self) -> pd.DataFrame:
+        """The run's reports (`frames.REPORTS`; prime-rl: `reports/*.md`, `rundash_core.reports`)."""
+        return frames.empty(frames.REPORTS)
 
 
 def _redact(value):

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
+from urllib.parse import unquote
 
 from .io.files import is_within
 
@@ -36,8 +38,52 @@ def check_added_dir(path: str, roots: list[str]) -> tuple[str | None, str | None
     if not path:
         return None, "enter a directory path"
     full = os.path.abspath(os.path.expanduser(path))
-    if not is_within(full, roots):
+    decoded = os.path.abspath(os.path.expanduser(unquote(unquote(path))))  # %2e%2e%2f (twice encoded too)
+    if not is_within(full, roots) or not is_within(decoded, roots):
         return None, f"{full} is outside the allowed roots ({', '.join(roots) or 'none configured'})"
     if not os.path.isdir(full):
         return None, f"{full}: no such directory"
     return full, None
+
+
+def imports_dir() -> Path:
+    """Where imported bundles are unpacked (rundash's own folder; see `importer`)."""
+    return cache_dir() / "imports"
+
+
+def read_roots(roots: list[str] | tuple[str, ...]) -> list[str]:
+    """What the server may read: the allowed roots plus rundash's own imports folder (snapshots
+    it unpacked itself, checked member by member). Which snapshot a session shows stays per
+    session: only the ones it imported are added to its dirs."""
+    return [*roots, str(imports_dir())]
+
+
+def tokenizer_path(environ: dict | None = None) -> str | None:
+    """The tokenizer the token views use (`RUNDASH_TOKENIZER`), if set."""
+    value = (os.environ if environ is None else environ).get("RUNDASH_TOKENIZER", "").strip()
+    return value or None
+
+
+AI_ENV = {"base_url": ("OPENAI_BASE_URL",), "model": ("RUNDASH_AI_MODEL",), "key": ("OPENAI_API_KEY",)}
+
+
+def ai_endpoint(environ: dict | None = None) -> dict[str, str | None]:
+    """The AI endpoint as the Settings page shows it: base URL, model, and only whether a key is
+    set ("key set" / "no key"), never the key."""
+    environ = os.environ if environ is None else environ
+
+    def first(names):
+        return next((environ[n].strip() for n in names if environ.get(n, "").strip()), None)
+
+    return {"base_url": first(AI_ENV["base_url"]), "model": first(AI_ENV["model"]),
+            "key": "key set" if first(AI_ENV["key"]) else "no key"}
+
+
+def theme(config_path: str | os.PathLike) -> dict[str, str]:
+    """The `[theme]` table of a `.streamlit/config.toml` (empty when missing or unreadable)."""
+    try:
+        with open(config_path, "rb") as fh:
+            table = tomllib.load(fh).get("theme", {})
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in table.items()} if isinstance(table, dict) else {}

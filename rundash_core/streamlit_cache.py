@@ -34,7 +34,7 @@ def startup() -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     argv = tuple(sys.argv[1:]) if os.path.basename(sys.argv[0]) == "app.py" else ()
     env = tuple(os.environ.get(k, "") for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"))
     dirs, roots, is_demo = _startup(argv, env)
-    files.set_roots(list(roots))
+    files.set_roots(settings.read_roots(roots))  # (+ rundash's own imports folder)
     return dirs, roots, is_demo
 
 

@@ -6,15 +6,20 @@ import json
 
 import pandas as pd
 
-from .frames import Message
+from .frames import Episode, Message
 
 # URL value -> (column, ascending); short and stable (`?sort=reward_desc`)
 SORTS = {
     "reward_desc": ("reward", False), "reward_asc": ("reward", True),
     "advantage_desc": ("advantage", False), "advantage_asc": ("advantage", True),
     "output_tokens_desc": ("output_tokens", False), "output_tokens_asc": ("output_tokens", True),
+    "arrival_desc": ("arrival", False), "arrival_asc": ("arrival", True),
+    "duration_desc": ("duration_s", False), "duration_asc": ("duration_s", True),
+    "group": ("group_id", True),
 }
-SORT_LABELS = {k: f"{col.replace('_', ' ')} {'↑' if asc else '↓'}" for k, (col, asc) in SORTS.items()}
+SORT_LABELS = {k: ("group" if k == "group" else f"{col.replace('_s', '').replace('_', ' ')} {'↑' if asc else '↓'}")
+               for k, (col, asc) in SORTS.items()}
+MODES = {"stream": "Stream", "step": "Step"}  # URL value -> label (`?mode=stream`)
 
 
 def has_error(samples: pd.DataFrame) -> pd.Series:
@@ -26,9 +31,11 @@ def has_error(samples: pd.DataFrame) -> pd.Series:
 
 
 def filter_samples(samples: pd.DataFrame, *, split: str | None = None, step: int | None = None,
-                   env: str | None = None, errors_only: bool = False) -> pd.DataFrame:
-    """The samples of one split / step / env (None: all), only the failed ones if asked."""
+                   env: str | None = None, errors_only: bool = False, status: str | None = None) -> pd.DataFrame:
+    """The samples of one split / step / env / status (None: all), only the failed ones if asked."""
     keep = pd.Series(True, index=samples.index)
+    if status is not None:
+        keep &= samples["status"].eq(status).fillna(False).astype(bool)
     if split is not None:
         keep &= samples["split"].eq(split).fillna(False).astype(bool)
     if step is not None:
@@ -45,7 +52,42 @@ def sort_samples(samples: pd.DataFrame, sort: str | None) -> pd.DataFrame:
     if sort not in SORTS:
         return samples
     col, asc = SORTS[sort]
+    if sort == "group":  # one prompt's samples together, best first within the group
+        return samples.sort_values(["group_id", "reward"], ascending=[True, False], kind="stable",
+                                   na_position="last").reset_index(drop=True)
     return samples.sort_values(col, ascending=asc, kind="stable", na_position="last").reset_index(drop=True)
+
+
+def newest_first(samples: pd.DataFrame) -> pd.DataFrame:
+    """The stream's order: latest arrival first; samples without an arrival time keep their listed
+    order reversed (sources list in arrival order), after the timed ones."""
+    rev = samples.iloc[::-1]
+    return rev.sort_values("arrival", ascending=False, kind="stable", na_position="last").reset_index(drop=True)
+
+
+def group_stats(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per GRPO group (samples of one prompt): step, env, n, reward min / mean / max / std, and how
+    many failed; the groups with the widest reward spread first (where the learning signal is)."""
+    s = samples[samples["group_id"].notna()]
+    cols = ["group_id", "step", "env", "n", "reward_min", "reward_mean", "reward_max", "reward_std", "errors"]
+    if s.empty:
+        return pd.DataFrame({c: [] for c in cols})
+    g = s.assign(_err=has_error(s)).groupby("group_id", sort=False)
+    out = pd.DataFrame({"step": g["step"].min(), "env": g["env"].first(), "n": g.size(),
+                        "reward_min": g["reward"].min(), "reward_mean": g["reward"].mean(),
+                        "reward_max": g["reward"].max(), "reward_std": g["reward"].std(ddof=0),
+                        "errors": g["_err"].sum().astype(int)}).reset_index()
+    return out.sort_values(["reward_std", "group_id"], ascending=[False, True], kind="stable",
+                           na_position="last").reset_index(drop=True)[cols]
+
+
+def step_window(options: list[int], current: int | None, width: int = 11) -> list[int]:
+    """At most `width` steps around `current` (the newest ones when none is chosen), for a strip."""
+    if len(options) <= width:
+        return list(options)
+    i = options.index(current) if current in options else len(options) - 1
+    lo = min(max(i - width // 2, 0), len(options) - width)
+    return options[lo:lo + width]
 
 
 def step_options(steps: pd.DataFrame) -> tuple[list[int], set[int]]:
@@ -110,3 +152,84 @@ def search_messages(messages: list[Message], query: str | None) -> list[int]:
         return list(range(len(messages)))
     q = query.casefold()
     return [i for i, m in enumerate(messages) if q in message_text(m).casefold()]
+
+
+# One episode's facts (side panel, tools block) ---------------------------------------------------------
+def _traces(episode: Episode) -> list[dict]:
+    raw = episode.raw if isinstance(episode.raw, dict) else {}
+    return [t for t in raw.get("traces") or [] if isinstance(t, dict)]
+
+
+def token_usage(episode: Episode, row: dict | None = None) -> dict[str, int]:
+    """Token usage: summed over the model calls' `usage` when the record has them (prompt, cached
+    input, completion, reasoning), else the sample row's input / output counts."""
+    out: dict[str, int] = {}
+    names = {"prompt_tokens": "prompt", "cached_input_tokens": "cached input", "completion_tokens": "completion",
+             "reasoning_tokens": "reasoning"}
+    for t in _traces(episode):
+        for c in t.get("calls") or []:
+            usage = c.get("usage") if isinstance(c, dict) and isinstance(c.get("usage"), dict) else {}
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and usage.get("cached_input_tokens") is None:  # (OpenAI-style cached count)
+                usage = {**usage, "cached_input_tokens": details.get("cached_tokens")}
+            for key, name in names.items():
+                v = usage.get(key)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    out[name] = out.get(name, 0) + v
+    if not out and row:
+        for key, name in (("input_tokens", "input"), ("output_tokens", "output")):
+            v = row.get(key)
+            if v is not None and not pd.isna(v):
+                out[name] = int(v)
+    return out
+
+
+def episode_facts(episode: Episode) -> dict[str, object]:
+    """Counts the side panel shows: turns (assistant messages), tool calls, tool results,
+    messages, model calls (when the record lists them), and the in-flight stage if any."""
+    msgs = episode.messages
+    calls = sum(len(t.get("calls") or []) for t in _traces(episode))
+    out: dict[str, object] = {"messages": len(msgs), "turns": sum(1 for m in msgs if m.role == "assistant"),
+                              "tool calls": sum(len(m.tool_calls) for m in msgs),
+                              "tool results": sum(1 for m in msgs if m.role == "tool")}
+    if calls:
+        out["model calls"] = calls
+    live = (episode.raw or {}).get("in_flight") if isinstance(episode.raw, dict) else None
+    if isinstance(live, dict) and live.get("stage"):
+        out["stage"] = f"in flight: {live['stage']}"
+    return out
+
+
+def tool_definitions(episode: Episode) -> list[dict]:
+    """The tools offered to the agent (name, description, parameters as JSON text), from the record's
+    traces (`tools`), first definition of each name."""
+    out, seen = [], set()
+    for t in _traces(episode):
+        for tool in t.get("tools") or []:
+            if not isinstance(tool, dict):
+                continue
+            fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool  # (OpenAI shape)
+            name = str(fn.get("name") or "")
+            if not name or name in seen:
+                continue
+            seen.add(name)
+            params = fn.get("parameters")
+            out.append({"name": name, "description": str(fn.get("description") or ""),
+                        "parameters": json.dumps(params, indent=2, ensure_ascii=False) if params is not None else ""})
+    return out
+
+
+def tool_usage(messages: list[Message]) -> pd.DataFrame:
+    """Per tool name: calls, answered calls, and the message numbers (1-based) that called it."""
+    results = tool_results(messages)
+    rows: dict[str, dict] = {}
+    for i, m in enumerate(messages):
+        for c in m.tool_calls:
+            r = rows.setdefault(c.name or "?", {"tool": c.name or "?", "calls": 0, "answered": 0, "messages": []})
+            r["calls"] += 1
+            r["answered"] += int(bool(c.id) and c.id in results)
+            if i + 1 not in r["messages"]:
+                r["messages"].append(i + 1)
+    out = pd.DataFrame(list(rows.values()), columns=["tool", "calls", "answered", "messages"])
+    out["messages"] = out["messages"].map(lambda xs: ", ".join(map(str, xs)))
+    return out

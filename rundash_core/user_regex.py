@@ -46,6 +46,11 @@ class UserPattern:
     def count(self, text) -> int:
         return sum(1 for _ in self._rx.finditer(_bytes(text)))
 
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) character offsets of the non-empty non-overlapping matches in `text`'s first
+        MAX_INPUT_CHARS characters (what masking or highlighting a text needs)."""
+        return [(m.start(), m.end()) for m in self._rx.finditer(str(text)[:MAX_INPUT_CHARS]) if m.end() > m.start()]
+
     def __repr__(self) -> str:
         return f"UserPattern({self.pattern!r}, ignore_case={self.ignore_case})"
 

@@ -20,7 +20,7 @@ import pytest
 import rundash_core as rd
 from rundash_core import demo
 from rundash_core.demo.folder import MARKER
-from rundash_core.demo import lego_run, relax_run
+from rundash_core.demo import lego_run, relax_run, verl_dumps
 from rundash_core.demo.runs import (LEGO_NAME, OTHER_RUNS, RELAX_NAME, RESUME_CRASH_STEP, RESUME_FROM, RUN_NAMES,
                                     SFT_STEPS, VERL_CRASH_AFTER, VERL_LAST, VERL_NAME, VERL_RESUME_FROM, VERL_TEST_FREQ,
                                     VERL_TOTAL)
@@ -60,7 +60,7 @@ def _all_mtimes(root: Path) -> dict[str, int]:
 def test_writes_small_and_returns_the_output_dir(written):
     folder = written
     runs = sorted(p.name for p in folder.iterdir() if p.is_dir())
-    assert runs == sorted([*NAMES.values(), "harbor_trials", RELAX_NAME])
+    assert runs == sorted([*NAMES.values(), "harbor_trials", RELAX_NAME, verl_dumps.FOLDER])  # + the verl val dumps
     files = sorted(p.name for p in folder.iterdir() if p.is_file())
     assert files == sorted([MARKER, f"{VERL_NAME}.log", f"{LEGO_NAME}.log", f"{LEGO_NAME}_vllm.log"])
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)

@@ -116,20 +116,21 @@ def test_unknown_sample_warns_and_keeps_the_table(monkeypatch, demo_runs):
     assert not at.metric
 
 
-def test_runs_without_samples_show_the_empty_state(monkeypatch, demo_runs):
+def test_runs_without_samples_show_the_empty_state(monkeypatch, demo_runs, tmp_path):
     folder, runs = demo_runs
-    for kind in ("verl",):
-        run_id, run = _run(runs, kind)
-        assert "samples" not in run.capabilities
-        at = open_page(monkeypatch, folder, PAGE, {"run": run_id})
-        assert any("has no samples" in i.value for i in at.info), kind
-        assert not at.dataframe
     # a run that could have samples but logged none
     empty = [(r, p) for r, p in zip(runs["run_id"], runs["path"])
              if "samples" in rd.open_run(p).capabilities and rd.open_run(p).samples().empty]
     if empty:
         at = open_page(monkeypatch, folder, PAGE, {"run": empty[0][0]})
         assert any("has no samples" in i.value for i in at.info)
+    plain = tmp_path / "plain"  # a verl log without generation dumps (the demo's has them)
+    plain.mkdir()
+    (plain / "sft.log").write_bytes((ROOT / "tests" / "data" / "verl" / "eh_gemma-2-2b-it-sft-0.411.log").read_bytes())
+    at = open_page(monkeypatch, plain, PAGE, {"run": "sft"})
+    assert "samples" not in rd.open_run(plain / "sft.log").capabilities
+    assert any("has no samples" in i.value for i in at.info)
+    assert not at.dataframe
 
 
 def test_tokens_table_for_a_run_with_token_data(monkeypatch):
@@ -245,3 +246,4 @@ def test_tool_pairing_and_search():
     assert tj.search_messages(msgs, "nothing here") == []
     assert tj.pretty_arguments('{"code": "1"}') == ('{\n  "code": "1"\n}', "json")
     assert tj.pretty_arguments("not json") == ("not json", "text")
+

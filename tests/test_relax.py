@@ -222,6 +222,14 @@ def test_overview_from_mtimes(save):
     assert run.overview(now=t_last + 5).status == "running"
 
 
+def test_a_copy_that_reset_every_file_time_has_no_duration(save):
+    """`save` has every file at one time (a plain `cp -r`): the files' times say nothing of how long
+    the run took, so the card says n/a rather than 0 s."""
+    ov = rd.open_run(save).overview(now=1_800_000_000.0 + 10_000)
+    assert ov.duration_s is None and ov.started is None
+    assert ov.created == ov.updated == pd.Timestamp(1_800_000_000.0, unit="s", tz="UTC")
+
+
 def test_model_from_rows_when_present(tmp_path):
     save = tmp_path / "s"
     write_lines(save / "rollout_result/train/0.jsonl", [row(0, 0, model="Qwen/Qwen3-4B"), row(0, 1)])

@@ -41,7 +41,7 @@ from .runs import OTHER_FILES, OTHER_RUNS, RUN_NAMES, write_all
 
 __all__ = ["DEMO_VERSION", "demo_root", "ensure_demo", "start_live_writer", "stop_live_writer"]
 
-DEMO_VERSION = 2  # bump when the written content changes, so older copies are rewritten
+DEMO_VERSION = 3  # bump when the written content changes, so older copies are rewritten
 REFRESH_AFTER_S = 12 * 3600.0  # an older demo (with no live writer in this process) is rewritten
 
 _DEMO_LOCK = threading.RLock()

@@ -148,6 +148,25 @@ def _trajectory(rng: np.random.Generator, tr: Trial, issue: str) -> tuple[dict, 
     return traj, p_sum, c_sum, cached_sum
 
 
+def proxy_snapshot(traj: dict) -> dict:
+    """`proxy_trajectory.json` for an ATIF trajectory: one assistant message per agent step (the
+    reasoning before `</think>`, then the text; tool calls with JSON-string arguments) and the
+    tool results as tool messages."""
+    messages = []
+    for st in traj["steps"]:
+        if st["source"] != "agent":
+            messages.append({"role": st["source"], "content": st["message"]})
+            continue
+        calls = [{"id": c["tool_call_id"], "type": "function",
+                  "function": {"name": c["function_name"], "arguments": json.dumps(c["arguments"])}}
+                 for c in st.get("tool_calls", [])]
+        messages.append({"role": "assistant", "content": f"{st['reasoning_content']}\n</think>\n\n{st['message']}",
+                         "tool_calls": calls})
+        for r in (st.get("observation") or {}).get("results", []):
+            messages.append({"role": "tool", "tool_call_id": r["source_call_id"], "content": r["content"]})
+    return {"session_id": traj["session_id"], "messages_snapshot": messages, "tools": None}
+
+
 def _issue(task: str, path: str) -> str:
     fn = path.rsplit("/", 1)[-1].removesuffix(".py")
     return (f"<issue>\n{fn}: empty input raises instead of returning the default\n\nPassing an empty value to "
@@ -209,6 +228,8 @@ def write_trial(f: RunFiles, rel_exp: str, trials_root: str, tr: Trial, rng: np.
                        "verifier": {"started_at": _iso(agent_end + 1), "finished_at": _iso(tr.finished - 1)},
                        "step_results": None})
         f.text(f"{rel}/agent/trajectory.json", json.dumps(traj, indent=2, ensure_ascii=False) + "\n", agent_end)
+        if tr.val:  # the proxy's LLM-level view: what the Validation page's CoT share reads (spec 3.8, 7)
+            f.text(f"{rel}/proxy_trajectory.json", json.dumps(proxy_snapshot(traj), indent=2) + "\n", agent_end)
         f.text(f"{rel}/verifier/reward.txt", f"{int(tr.reward)}\n", tr.finished - 1)
         solved = bool(tr.reward)
         if tr.val:

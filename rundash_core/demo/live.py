@@ -1,7 +1,8 @@
 """The live writer: a daemon thread per demo folder that appends one training step of the LIVE
 run every few seconds (metric rows, log lines, one episode, `trainer_step`), so the dashboard has
 a run that is really running. It only ever appends to files that already exist inside the demo
-folder, and re-reads where the run stands whenever the demo was rewritten under it."""
+folder (except the next episode's in-flight files under `traces/live/`, replaced every tick), and
+re-reads where the run stands whenever the demo was rewritten under it."""
 from __future__ import annotations
 
 import json
@@ -155,13 +156,54 @@ class _LiveRun:
         os.replace(tmp, self.trainer_step)
         self.step = step
 
-    def _episode(self, step: int, now: float) -> None:
+    def _build(self, step: int, now: float) -> tuple[dict, dict, float, float]:
+        """The step's episode (record, index row, reward, p): the same ids whatever `now` is."""
         rng = self.curves.rng(step, 1, 11)
         env = LIVE.train_envs[step % len(LIVE.train_envs)]
         p = self.curves.reward_p(env, step)
         reward = float(rng.random() < p)
         ep, idx = episode(LIVE, rng, env, step, "train", now - LIVE.step_s * rng.uniform(0.9, 1.5),
                           random_uuid(rng, dashed=True), reward, int(rng.integers(0, 1000)))
+        return ep, idx, reward, p
+
+    def _in_flight(self, step: int, now: float) -> None:
+        """The next step's episode while it is generated (spec 5.7): `live/<trace_id>.jsonl` (open +
+        dispatch, then its first nodes and call, then the pending tool result) and one dispatch with
+        no trace yet in `live/pending/`; the previous ones are deleted, as when their episode lands."""
+        live = self._inside(self.chunk.parent.parent / "live")
+        (live / "pending").mkdir(parents=True, exist_ok=True)
+        for old in [*live.glob("*.jsonl"), *(live / "pending").glob("*.json")]:
+            self._inside(old).unlink(missing_ok=True)
+        if step > LIVE.max_steps:
+            return
+        ep, _idx, _r, _p = self._build(step, now)
+        if not ep["traces"]:
+            return
+        tr = ep["traces"][0]
+        t0 = tr["timing"]["start"]
+        shift = now - 0.5 - tr["calls"][0]["time"]["end"] if tr["calls"] else now - t0
+        moved = lambda v: round(v + shift, 4) if v else 0.0  # noqa: E731 - the trace's clock, moved to now
+        phases = tr["timing"]
+        timing = {"start": moved(t0), **{k: {"start": moved(phases[k]["start"]), "end": moved(phases[k]["end"])}
+                                         for k in ("boot", "setup")},
+                  "agent": {"start": moved(phases["agent"]["start"]), "end": 0.0, "model": {"duration": 0.0},
+                            "harness": {"duration": 0.0}},
+                  "finalize": {"start": 0.0, "end": 0.0}, "scoring": {"start": 0.0, "end": 0.0}}  # agent running
+        dispatch = {"id": ep["id"], "kind": "train", "env": ep["env"]["name"], "group": ep["group"]["id"],
+                    "task": ep["task"]["key"], "policy_version": step - 1, "step": step, "started": moved(t0)}
+        first = next((i for i, n in enumerate(tr["nodes"]) if n["sampled"]), len(tr["nodes"]) - 1)
+        lines = [{"trace": tr["id"], "open": {k: tr[k] for k in ("version", "id", "verifiers", "task")},
+                  "set": {"agent": tr["agent"], "tools": tr["tools"], "info": {}, "is_completed": False, "ok": True,
+                          "timing": timing}, "dispatch": dispatch},
+                 {"trace": tr["id"], "nodes": tr["nodes"][:first + 1], "calls": tr["calls"][:1]},
+                 {"trace": tr["id"], "pending": [n["message"] for n in tr["nodes"][first + 1:first + 2]]}]
+        self._inside(live / f"{tr['id']}.jsonl").write_text("".join(compact_json_line(x) for x in lines))
+        other = random_uuid(self.curves.rng(step, 1, 12))
+        self._inside(live / "pending" / f"{other}.json").write_text(compact_json_line(
+            {**dispatch, "id": other, "env": LIVE.train_envs[(step + 1) % len(LIVE.train_envs)], "started": now}))
+
+    def _episode(self, step: int, now: float) -> None:
+        ep, idx, reward, p = self._build(step, now)
         offset = self._append(self.chunk, compact_json_line(ep))  # record first, then its index row (spec 5.1)
         self._append(self.index, index_line(self.line, offset, idx))
         self.line += 1
@@ -170,6 +212,7 @@ class _LiveRun:
             text, meta = ann
             ann_offset = self._append(self.ann, text)
             self._append(self.ann_index, annotation_index_line(meta, ann_offset))
+        self._in_flight(step + 1, now)
 
 
 class LiveWriter(threading.Thread):

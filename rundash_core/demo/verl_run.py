@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .curves import SEED
+from .verl_dumps import dumped_generations
 from .verl_console import (f32, metric_line, npf, pprint_lines, prefix, py, ray_banner, raylet, repeated, tqdm_bar,
                            validation_pprint, worker_stamp)
 
@@ -271,6 +272,7 @@ def write_verl_run(path: Path, exp: str, t_end: float, *, total: int, test_freq:
                            f"'recompute_log_prob': False, 'do_sample': False, 'validate': True, 'global_steps': {s}}}\n")
                 out.append(f"{tr}validation generation end\n")
                 out.extend(_sample_print(tr))
+                out.append(dumped_generations(tr, path.parent, s, t))
             if s % save_freq == 0:
                 folder = f"checkpoints/{PROJECT}/{exp}/global_step_{s}"
                 out.append(f"{tr}local_global_step_folder: {folder}\n")
@@ -298,6 +300,7 @@ def write_verl_run(path: Path, exp: str, t_end: float, *, total: int, test_freq:
                "'recompute_log_prob': False, 'do_sample': False, 'validate': True, 'global_steps': 0}\n")
     out.append(f"{tr1}validation generation end\n")
     out.extend(_sample_print(tr1))
+    out.append(dumped_generations(tr1, path.parent, 0, t))
     t += val0_s
     out += validation_pprint(tr1, "Initial", [(k, v) for k, v in val0])
     out.append(tr1 + metric_line(0, val0) + "\n")

@@ -15,6 +15,7 @@ from ..io.files import mtime, read_range, walk_files
 from ..metricstore import MetricStore, empty_tidy, shared_store
 from ..run import Overview, Problem, Run, utc
 from .prime_rl_ends import metrics_head, metrics_tail
+from ..reports import WithReports, list_reports
 
 MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
 METRICS_PATHS = ("monitors/file/metrics.jsonl", "metrics.jsonl")
@@ -68,7 +69,8 @@ def _latest_attempt(folder: str) -> int | None:
 
 class PrimeRLRun(Run):
     kind = "prime-rl"
-    capabilities = frozenset({"metrics", "config", "attempts", "samples", "episodes", "tokens"})
+    capabilities = WithReports({"metrics", "config", "attempts", "samples", "episodes", "tokens", "validation",
+                                "logs"})  # + reports when it has some
 
     # Files ---------------------------------------------------------------------------------------
     def _p(self, *parts: str) -> str:
@@ -179,6 +181,19 @@ class PrimeRLRun(Run):
         store = self.store()
         return (store.path, *store.stamp) if store is not None else ()
 
+    def validation(self):
+        """The eval metrics `eval/<env>/…` (avg@k, pass@k, pass^k, mean reward) per step
+        (`rundash_core.validation`)."""
+        from ..validation import metrics_validation, parse_eval_key
+
+        return metrics_validation(self.metrics(), parse=parse_eval_key)
+
+    def eval_plan(self):
+        """Eval episodes expected per env and step: `monitors/file/plan.json` (spec 2.1)."""
+        from ..eval_pane import read_plan
+
+        return read_plan(self._p("monitors", "file", "plan.json"))[0]
+
     # Overview ------------------------------------------------------------------------------------
     def _max_steps(self) -> int | None:
         resolved = self._resolved()
@@ -252,6 +267,15 @@ class PrimeRLRun(Run):
             train_envs=train, eval_envs=evals, flavor=self.flavor(), finished=self._finished(), last_step=last,
             touched=utc(touched))
 
+    def logs(self):
+        """Every log file of every attempt (`prime_rl_logs`)."""
+        from .prime_rl_logs import list_logs
+
+        return list_logs(self.path)
+
+    def reports(self):
+        return list_reports(self.path)
+
     def _logs_dir(self) -> str:
         n = _latest_attempt(self._p("logs"))
         return self._p("logs", f"attempt_{n}") if n is not None else self._p("logs")
@@ -286,7 +310,9 @@ class PrimeRLRun(Run):
         for folder in dict.fromkeys((self._p("configs"), self._config_root(None), self._resolved_dir(), self._p("logs"))):
             if (why := _unlistable(folder)) is not None:
                 out.append(Problem(folder, f"cannot be listed ({why}): its files are not shown"))
-        return out
+        from ..eval_pane import read_plan  # (plan.json: the eval pane's blocks)
+
+        return out + read_plan(self._p("monitors", "file", "plan.json"))[1]
 
     # Samples (traces: `prime_rl_traces`) ---------------------------------------------------------
     def samples(self, split: str | None = None, step: int | None = None):
@@ -306,10 +332,18 @@ class PrimeRLRun(Run):
 
     def episode(self, sample_id: str):
         """One episode record, read at its locator (one seek; a sealed chunk through its seek
-        table), annotations folded in."""
-        from . import prime_rl_traces
+        table), annotations folded in; a `live-…` id: the partial trace of an in-flight episode."""
+        from . import prime_rl_live, prime_rl_traces
 
-        return prime_rl_traces.read_episode(self.path, self.run_id, self.samples(), sample_id)
+        if sample_id.startswith(prime_rl_live.LIVE_PREFIX):
+            return prime_rl_live.live_episode(self.path, self.run_id, sample_id)
+        return prime_rl_traces.read_episode(self.path, self.run_id, None, sample_id)  # (row by id: no listing copy)
+
+    def live_samples(self):
+        """In-flight episodes from `monitors/file/traces/live/` (`prime_rl_live`, spec 5.7)."""
+        from . import prime_rl_live
+
+        return prime_rl_live.live_samples(self.path)
 
 
 def _unlistable(folder: str) -> str | None:

@@ -112,8 +112,11 @@ def message(node: dict) -> frames.Message:
 
 def token_frame(traces: list[dict]) -> pd.DataFrame | None:
     """One row per token of every node: trace, node, position, token_id, mask, then the compact
-    streams spread to full length (NaN where the mask is False)."""
-    parts = []
+    streams spread to full length (NaN where the mask is False); `is_content` as 1.0 / 0.0.
+    `attrs["mismatches"]` names each stream whose length did not fit its node (it is left out).
+    Columns are built as numpy arrays across nodes and joined once (one frame per episode, not
+    one per node: opening an episode is what the Trajectory page waits for)."""
+    nodes, mismatches = [], []  # (n, {column: array}) per node with tokens
     for t, trace in enumerate(traces):
         for i, node in enumerate(_l(trace.get("nodes"))):
             ids = node.get("token_ids") if isinstance(node, dict) else None
@@ -125,17 +128,32 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
             mask[:min(n, len(m))] = np.asarray(m[:n], dtype=bool)
             cols = {"trace": np.full(n, t), "node": np.full(n, i), "position": np.arange(n),
                     "token_id": np.asarray(ids, dtype="int64"), "mask": mask}
+            where = f"trace {t} node {i}: "  # a stream of the wrong length is dropped, and said so
+            if len(m) != n:
+                mismatches.append(f"{where}mask has {len(m)} values for {n} tokens")
+            content = _l(node.get("is_content"))  # full length (1.0 / 0.0), or empty: not recorded
+            if len(content) == n:
+                cols["is_content"] = np.asarray([bool(v) for v in content], dtype="float64")
+            elif content:
+                mismatches.append(f"{where}is_content has {len(content)} values for {n} tokens")
             for name, col in TOKEN_COLUMNS.items():
                 values = node.get(name)
                 if isinstance(values, list) and len(values) == int(mask.sum()):
                     full = np.full(n, np.nan)
                     full[mask] = np.asarray([np.nan if v is None else v for v in values], dtype="float64")
                     cols[col] = full
-            parts.append(pd.DataFrame(cols))
-    if not parts:
+                elif isinstance(values, list):
+                    mismatches.append(f"{where}{name} has {len(values)} values for {int(mask.sum())} loss-mask tokens")
+            nodes.append((n, cols))
+    if not nodes:
         return None
-    out = pd.concat(parts, ignore_index=True)
-    return out[[c for c in ("trace", "node", "position", "token_id", "mask", *TOKEN_COLUMNS.values()) if c in out]]
+    names = [c for c in ("trace", "node", "position", "token_id", "mask", "is_content", *TOKEN_COLUMNS.values())
+             if any(c in cols for _n, cols in nodes)]
+    out = pd.DataFrame({c: np.concatenate([cols[c] if c in cols else np.full(n, np.nan) for n, cols in nodes])
+                        for c in names})
+    out.attrs["mismatches"] = mismatches
+    return out
+
 
 def _timing(trace: dict) -> dict[str, float]:
     timing = trace.get("timing") if isinstance(trace.get("timing"), dict) else {}

@@ -107,7 +107,14 @@ def _objects(path: str, what: str, keep) -> list:
                 out.append(keep(pos, end + 1 - pos, obj))
             pos = end + 1
         return out
-    return cache.shared.current((what, os.path.realpath(path)), fid, parse)
+    return cache.shared.current((what, os.path.realpath(path)), fid, parse, size=_sampled_size)
+
+
+def _sampled_size(items: list) -> int:
+    """The deep size of a long list of parsed rows, from the first 64 (a walk of a 70k-row index
+    costs more than parsing it)."""
+    head = items[:64]
+    return 64 + (cache._deep_size(head) * len(items) // len(head) if head else 0)
 
 
 def _rows(path: str) -> list[dict]:
@@ -126,14 +133,39 @@ def annotation_producers(folder: str) -> list[str]:
 
 
 def annotation_index(folder: str) -> dict[str, list[tuple[str, dict]]]:
-    """trace id → [(producer, index row)] in folding order."""
+    """trace id → [(producer, index row)] in folding order, cached until an index file changes."""
+    producers = annotation_producers(folder)
+    stamp = tuple((p, file_id(os.path.join(folder, "annotations", f"{p}.index.jsonl"))) for p in producers)
+    return cache.shared.current(("prime-rl-annotation-index", os.path.realpath(folder)), stamp,
+                                lambda: _annotation_index(folder, producers), size=lambda v: 200 * len(v) + 64)
+
+
+def _annotation_index(folder: str, producers: list[str]) -> dict[str, list[tuple[str, dict]]]:
     out: dict[str, list[tuple[str, dict]]] = {}
-    for producer in annotation_producers(folder):
+    for producer in producers:
         for row in _rows(os.path.join(folder, "annotations", f"{producer}.index.jsonl")):
             tid = row.get("trace_id")
             if isinstance(tid, str):
                 out.setdefault(tid, []).append((producer, row))
     return out
+
+
+def _ship_facts(folder: str) -> tuple[dict[str, int], dict[str, float], list[tuple[float, int]]]:
+    """From the annotation indexes, in folding order: trace id → min ship step of its `effective`
+    annotations, trace id → the newest advantage, and the sorted (ship time, ship step) events."""
+    ship_of, advantage_of, ships = {}, {}, set()
+    for producer in annotation_producers(folder):
+        for row in _rows(os.path.join(folder, "annotations", f"{producer}.index.jsonl")):
+            tid, info = row.get("trace_id"), row.get("info")
+            if not isinstance(tid, str) or not isinstance(info, dict):
+                continue
+            if (s := _ship_step(info)) is not None:
+                ship_of[tid] = min(s, ship_of.get(tid, s))
+                if (t := _num(info["ship"].get("time"))) is not None:
+                    ships.add((t, s))
+            if (a := _num(info.get("advantage"))) is not None:
+                advantage_of[tid] = a
+    return ship_of, advantage_of, sorted(ships)
 
 
 def _ship_step(info) -> int | None:
@@ -146,44 +178,58 @@ def _ship_step(info) -> int | None:
 # Listing ----------------------------------------------------------------------------------------------
 def list_samples(run_path: str) -> pd.DataFrame:
     """`frames.SAMPLES` rows from the index files (module docstring), cached until one changes."""
+    return _listing(run_path)[1].copy()
+
+
+def _listing(run_path: str) -> tuple[tuple, pd.DataFrame]:
+    """(the index files' stamp, the cached listing itself: not to be changed)."""
     folder = traces_dir(run_path)
     stamp = (file_id(os.path.join(folder, "stream.index.jsonl")),
              *((p, file_id(os.path.join(folder, "annotations", f"{p}.index.jsonl")))
                for p in annotation_producers(folder)))
-    return cache.shared.current(("prime-rl-samples", os.path.realpath(folder)), stamp,
-                                lambda: _list_samples(folder)).copy()
+    return stamp, cache.shared.current(("prime-rl-samples", os.path.realpath(folder)), stamp,
+                                       lambda: _list_samples(folder))
+
+
+def sample_row(run_path: str, sample_id: str) -> dict | None:
+    """One listed sample's row, by a cached id → position map of the stream listing (no copy or
+    scan of a 70k-row frame per episode); the other layouts are small: filtered."""
+    if file_id(os.path.join(traces_dir(run_path), "stream.index.jsonl")) is None:
+        frame = samples(run_path)
+        hit = frame[frame["sample_id"] == sample_id]
+        return hit.iloc[0].to_dict() if len(hit) else None
+    stamp, frame = _listing(run_path)
+    where = cache.shared.current(("prime-rl-sample-positions", os.path.realpath(run_path)), stamp,
+                                 lambda: {sid: i for i, sid in enumerate(frame["sample_id"])},
+                                 size=lambda v: 120 * len(v) + 64)
+    i = where.get(sample_id)
+    return frame.iloc[i].to_dict() if i is not None else None
 
 
 def _list_samples(folder: str) -> pd.DataFrame:
     index = _rows(os.path.join(folder, "stream.index.jsonl"))
     if not index:
         return frames.empty(frames.SAMPLES)
-    ann = annotation_index(folder)
-    ships = sorted({(t, s) for rows in ann.values() for _p, r in rows
-                    if (s := _ship_step(r.get("info"))) is not None
-                    and (t := _num((r["info"].get("ship") or {}).get("time"))) is not None})
+    ship_of, advantage_of, ships = _ship_facts(folder)
     ship_times = [t for t, _s in ships]
     stream = os.path.join(folder, "stream")
-    out, prev_step, seen = [], 0, set()
+    out, prev_step, seen, plains = [], 0, set(), {}
     for k, row in enumerate(index):
         line, offset = _int(row.get("line")), _int(row.get("offset"))
         if line is None or offset is None or line in seen:
             continue
         seen.add(line)
         chunk = _int(row.get("chunk"))
-        plain = chunk_path(stream, chunk) if chunk is not None else os.path.join(folder, "stream.jsonl")
+        if (plain := plains.get(chunk)) is None:
+            plain = plains[chunk] = (chunk_path(stream, chunk) if chunk is not None
+                                     else os.path.join(folder, "stream.jsonl"))
         nxt = index[k + 1] if k + 1 < len(index) else None
         length = (nxt["offset"] - offset if nxt is not None and nxt.get("chunk") == row.get("chunk")
                   and _int(nxt.get("offset")) is not None and nxt["offset"] > offset else 0)
         tids = [t for t in _l(row.get("trace_ids")) if isinstance(t, str)]
-        shipped, advantage = [], _num(row.get("advantage"))
-        for tid in tids:
-            for _p, a in ann.get(tid, []):
-                info = a.get("info") if isinstance(a.get("info"), dict) else {}
-                if (s := _ship_step(info)) is not None:
-                    shipped.append(s)
-                if _num(info.get("advantage")) is not None:
-                    advantage = _num(info["advantage"])
+        shipped = [s for t in tids if (s := ship_of.get(t)) is not None]
+        advantage = next((a for t in reversed(tids) if (a := advantage_of.get(t)) is not None),
+                         _num(row.get("advantage")))
         trainer_step = min(shipped) if shipped else None
         step = trainer_step
         if step is None:
@@ -211,7 +257,7 @@ def _list_samples(folder: str) -> pd.DataFrame:
             "arrival": _num(row.get("arrival")),
             "locator": frames.line_locator(plain, offset, length),
         })
-    return frames.typed(out, frames.SAMPLES)
+    return frames.typed_rows(out, frames.SAMPLES)
 
 
 # Older layout: rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl (spec 5.8) ------------------
@@ -305,11 +351,16 @@ def list_rollouts(run_path: str) -> pd.DataFrame:
 
 
 def samples(run_path: str) -> pd.DataFrame:
-    """The episodes of the newest layout present (spec 9's traces checklist)."""
+    """The episodes of the newest layout present (spec 9's traces checklist); without a stream
+    index, those of the older layouts and of a verifiers eval run's `traces.jsonl` (spec 5.8,
+    `prime_rl_variants`)."""
+    from .prime_rl_variants import eval_samples, legacy_samples
+
     folder = traces_dir(run_path)
     if file_id(os.path.join(folder, "stream.index.jsonl")) is not None:
         return list_samples(run_path)
-    return list_rollouts(run_path)
+    parts = [f for f in (list_rollouts(run_path), legacy_samples(run_path), eval_samples(run_path)) if len(f)]
+    return frames.typed(pd.concat(parts, ignore_index=True), frames.SAMPLES) if parts else frames.empty(frames.SAMPLES)
 
 
 # Reading one episode ------------------------------------------------------------------------------------
@@ -332,15 +383,23 @@ def read_annotations(folder: str, trace_id: str, ann: dict) -> list[dict]:
     return out
 
 
-def read_episode(run_path: str, run_id: str, samples: pd.DataFrame, sample_id: str) -> frames.Episode:
-    hit = samples[samples["sample_id"] == sample_id]
-    if hit.empty:
+def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sample_id: str) -> frames.Episode:
+    """The episode of a listed sample (`samples`: the listing to find it in; None: `sample_row`)."""
+    if samples is not None:
+        hit = samples[samples["sample_id"] == sample_id]
+        found = hit.iloc[0].to_dict() if len(hit) else None
+    else:
+        found = sample_row(run_path, sample_id)
+    if found is None:
         raise KeyError(f"{run_id}: no sample {sample_id!r}")
-    row = {k: (None if v is pd.NA or (isinstance(v, float) and v != v) else v)
-           for k, v in hit.iloc[0].to_dict().items()}
+    row = {k: (None if v is pd.NA or (isinstance(v, float) and v != v) else v) for k, v in found.items()}
     if row.get("step") is not None:
         row["step"] = int(row["step"])
     plain, offset, length = frames.parse_line_locator(row["locator"])
+    from .prime_rl_variants import is_legacy, legacy_episode
+
+    if is_legacy(plain):  # a pre-Jul-9 rollout dict: shown raw
+        return legacy_episode(run_id, row)
     try:
         record = orjson.loads(read_record_line(plain, offset, length))
     except (OSError, orjson.JSONDecodeError, zst_seekable.SeekableError) as e:

@@ -49,6 +49,7 @@ SAMPLE_COLUMNS = tuple(frames.SAMPLES)
 SPLITS = ("train", "eval")
 RESULT_DIR = "rollout_result"
 STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
+COPY_SPREAD_S = 1.0  # every step file written within this span: the times are a copy's, not the run's
 
 
 # Finding runs --------------------------------------------------------------------------------------
@@ -101,7 +102,7 @@ class _Kept:
 
 class RelaxRun(Run):
     kind = "relax"
-    capabilities = frozenset({"metrics", "samples", "episodes"})
+    capabilities = frozenset({"metrics", "samples", "episodes", "validation"})
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         super().__init__(path, run_id)
@@ -184,6 +185,12 @@ class RelaxRun(Run):
         """The files the metrics were derived from, as they were read."""
         return tuple((k.path, k.fid) for k in self._refresh())
 
+    def validation(self) -> pd.DataFrame:
+        """Eval rows by dataset per step (`eval/N.jsonl`): mean score and share solved."""
+        from ..validation import samples_validation
+
+        return samples_validation(self.samples(split="eval"))
+
     def samples(self, split: str | None = None, step: int | None = None) -> pd.DataFrame:
         """One row per sample (`frames.SAMPLES`; `locator` = 'file:offset:length' of its line)."""
         if split is not None and split not in SPLITS:
@@ -236,7 +243,8 @@ class RelaxRun(Run):
     # Overview ------------------------------------------------------------------------------------
     def overview(self, now: float | None = None) -> Overview:
         """The run card from file names and mtimes (Relax rows carry no times, and each file is
-        written once, when its step ends: the files' times are the data's): step = the highest
+        written once, when its step ends: the files' times are the data's, unless a copy reset
+        them all, which leaves the duration unknown): step = the highest
         train rollout_id; started/updated = the first and last file written; eval datasets from
         the latest eval file (when small); the model a row names, from the first train file's
         first line."""
@@ -244,11 +252,13 @@ class RelaxRun(Run):
         times = [t for _s, _n, p in listing if (t := mtime(p)) is not None]
         step = max((n for s, n, _p in listing if s == "train"), default=None)
         started, updated = (min(times), max(times)) if times else (None, None)
+        if len(times) > 1 and updated - started < COPY_SPREAD_S:
+            started = None  # files of several steps written within a second: a copy's times, no duration
         evals = [(n, p) for s, n, p in listing if s == "eval"]
         trains = [p for s, _n, p in listing if s == "train"]
         return Overview(
             run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, step=step,
-            created=utc(started if started is not None else mtime(self.result_dir)), started=utc(started),
+            created=utc(min(times) if times else mtime(self.result_dir)), started=utc(started),
             updated=utc(updated), touched=utc(updated), last_step=step,
             model=_first_row_model(trains[0]) if trains else None,
             eval_envs=_datasets(*evals[-1]) if evals else [], flavor="rl").at(now)

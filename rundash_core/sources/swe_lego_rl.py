@@ -38,6 +38,7 @@ from ..io.bytetail import ByteTail
 from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots
 from ..run import Overview, Problem, utc
 from . import harbor
+from . import harbor_val
 from .harbor_episode import trial_episode
 from .verl import VerlRun
 from .verl_summary import is_log_name, log_digest, stem
@@ -151,7 +152,7 @@ def log_marks(path: str) -> LogMarks:
 # The run -----------------------------------------------------------------------------------------
 class SweLegoRLRun(VerlRun):
     kind = KIND
-    capabilities = VerlRun.capabilities | {"samples", "episodes", "validation"}
+    capabilities = VerlRun.capabilities | {"samples", "episodes", "validation", "failure_modes"}
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         super().__init__(path, run_id)
@@ -279,14 +280,13 @@ class SweLegoRLRun(VerlRun):
         events), the first copy of each task (smallest path): val_score = solved / cohort tasks
         present (pass@1; solved = reward > 0; n = those tasks; core), solved, tasks, cohort_size,
         coverage = tasks / cohort_size, low_coverage (1.0 below 0.5: indicative only), trials (all
-        dirs, re-sent copies included). source `log`: every `val-*` key and
+        dirs, re-sent copies included). source `<capability>` (the repo: task id without its trailing
+        number): pass@1 over its cohort tasks (n; aux). source `log`: every `val-*` key and
         `rollouter/validate_time` the log printed at the paired trainer step (core: `val-core/*`)."""
-        events = [g for g in self._groups() if g[2] == "val"]
+        events, first = self._val_first()
         rows = []
         if events:
-            first = self._samples(events).sort_values("locator").drop_duplicates(["step", "task_id"])
-            appeared = first.groupby("task_id")["step"].nunique()
-            cohort = set(appeared[appeared * 2 >= len(events)].index)
+            cohort = set(harbor_val.cohort(events, first))
             tidy = self._log_validation_metrics()
             for folder, name, _split, trainer_step, trials, _tasks, _fs in events:
                 mine = first[(first["step"] == folder) & first["task_id"].isin(cohort)]
@@ -299,6 +299,8 @@ class SweLegoRLRun(VerlRun):
                 base = (folder, name, trainer_step)
                 rows += [(*base, "trials", k, float(v), len(mine) if k == "val_score" else None, k == "val_score")
                          for k, v in stats.items()]
+                by_capability = mine.groupby("env")["reward"]  # per capability (repo): pass@1, aux
+                rows += [(*base, str(cap), "pass@1", float((r > 0).mean()), len(r), False) for cap, r in by_capability]
                 if trainer_step is not None:
                     at = tidy[tidy["step"] == trainer_step]
                     rows += [(*base, "log", str(m), float(v), None, str(m).startswith("val-core/"))
@@ -306,6 +308,22 @@ class SweLegoRLRun(VerlRun):
         rows.sort(key=lambda r: (r[2] is None, r[2] if r[2] is not None else 0, r[0]))  # unpaired last, by folder
         cols = ["_folder", "event", "step", "source", "statistic", "value", "n", "core"]
         return frames.typed(pd.DataFrame(rows, columns=cols), frames.VALIDATION)
+
+    def _val_first(self) -> tuple[list[tuple], pd.DataFrame]:
+        """The val events (folder groups) and the first copy (smallest path) of each task in each:
+        the Harbor trial rows (env = capability, output_tokens), without a samples() conversion."""
+        events = [g for g in self._groups() if g[2] == "val"]
+        trials = harbor.read_folders([f for g in events for f in g[6]])
+        trials = trials.rename(columns={"capability": "env", "n_output_tokens": "output_tokens"})
+        return events, trials.sort_values("locator").drop_duplicates(["step", "task_id"])
+
+    def val_cot(self) -> pd.DataFrame:
+        """CoT share per val event over the fixed cohort (spec 7; `sources.harbor_val`)."""
+        return harbor_val.val_cot(*self._val_first())
+
+    def failure_modes(self, event: str | None = None) -> pd.DataFrame:
+        """Failure mode of each cohort task of a val event, default the last (spec 8)."""
+        return harbor_val.failure_modes(*self._val_first(), event)
 
     def _log_validation_metrics(self) -> pd.DataFrame:
         tidy = self.metrics()

@@ -22,6 +22,7 @@ from ..io.verl_overrides import HEAD_BYTES
 from ..io.verl_text import HEAD, ConfigPrint, config_at
 from ..metricstore import MetricStore, empty_tidy, shared_store
 from ..run import Overview, Problem, Run, utc
+from . import verl_dumps
 from .verl_summary import LOG_SUFFIXES, Digest, _stamp_seconds, is_file_logger, log_digest, stem, val_sources
 from .verl_summary import SKIP_SUFFIXES, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
 
@@ -35,7 +36,7 @@ def _key(what: str, path: str) -> tuple:
 
 class VerlRun(Run):
     kind = KIND
-    capabilities = frozenset({"metrics", "config", "attempts"})
+    capabilities = verl_dumps.WithDumps({"metrics", "config", "attempts", "validation", "logs"})  # + samples, episodes with dumps
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         super().__init__(path, run_id)
@@ -75,6 +76,12 @@ class VerlRun(Run):
                 continue
         return None
 
+    def logs(self):
+        """The console log, and its `<exp>_vllm.log` sidecar when there is one (`verl_logs`)."""
+        from .verl_logs import list_logs
+
+        return list_logs(self.log_path())
+
     # Metrics -------------------------------------------------------------------------------------
     def log_store(self) -> MetricStore | None:
         """The console log's metric rows (and, on its tail, what the log's pass noticed)."""
@@ -103,6 +110,13 @@ class VerlRun(Run):
     def metrics_version(self) -> tuple:
         store = self.store()
         return (store.path, *store.stamp) if store is not None else ()
+
+    def validation(self):
+        """The logged val keys (`val-core`/`val-aux`, legacy `val/test_score`, SFT `val/loss`) per
+        step, parsed by `rundash_core.validation` (spec 9)."""
+        from ..validation import metrics_validation
+
+        return metrics_validation(self.metrics())
 
     def resume_steps(self) -> list[int]:
         """Where steps went back (a resume appended to the log), and the first step of a log that
@@ -241,7 +255,24 @@ class VerlRun(Run):
         for p in self.config_prints():
             if p.error:
                 out.append(Problem(log, p.error))
-        return out
+        return out + verl_dumps.dump_problems(*self.dump_dirs())
+
+    # Samples: generation dumps (`verl_dumps`) ----------------------------------------------------
+    def dump_dirs(self) -> tuple[list, list[Problem]]:
+        """The generation-dump folders the config or the log names, and those it cannot read."""
+        log = self.log_path()
+        if log is None:
+            return [], []
+        folder = os.path.dirname(log)
+        configs = [p.value for p in self.config_prints() if isinstance(p.value, dict)]
+        return verl_dumps.dump_dirs(log, configs, bases=[folder, os.path.dirname(folder)])
+
+    def samples(self, split: str | None = None, step: int | None = None):
+        """One row per dumped generation (`verl_dumps`); empty without dumps."""
+        return verl_dumps.list_samples(self.dump_dirs()[0], split=split, step=step)
+
+    def episode(self, sample_id: str):
+        return verl_dumps.read_episode(self.run_id, self.dump_dirs()[0], sample_id)
 
 
 _STEP_TIMES = ("timing_s/step", "timing/step")
