@@ -19,7 +19,8 @@ lower-case words (camelCase, `-`, `_`, spaces; digits dropped, but `@1` kept); t
     `wandbApiKey`, `openai_key`, `aws_secret_access_key`, `access_key_id`, `api_keys`;
   * `token` alone or after a qualifier (`hf_token`, `HF_TOKEN`, `access_token`, `id_token`); `tokens`
     only after a qualifier (`api_tokens`): `max_tokens`, `num_tokens`, `tokenizer` stay visible;
-  * `pass` unless it means a step (`db_pass`, `pass`; not `forward_pass`); `pass_at_k`, `pass@1`,
+  * `pass` unless it means a step or a test outcome (`db_pass`, `pass`; not `forward_pass`, SWE-bench
+    `FAIL_TO_PASS`); `pass_at_k`, `pass@1`,
     `num_passes` stay visible; `session` alone (`session_name`, `num_sessions` stay visible).
 AMBIGUOUS names hide only a value that looks like a credential (one token with a run of >= 16
 letters and digits, >= 4 of each): key/token after another word (`sort_key`, `prompt_key`,
@@ -64,7 +65,7 @@ _QUALIFIERS = frozenset(
     "stripe slack discord telegram comet neptune mlflow clearml modal runpod serper tavily exa brave bing serpapi "
     "jina voyage firecrawl e2b daytona prime vllm sglang docker npm pypi ngrok cloudflare vercel supabase".split())
 _PASS_NOT = frozenset("forward backward fwd bwd single multi one two first second final last each per num max min "
-                      "extra eval train grad full partial".split())
+                      "extra eval train grad full partial to".split())  # `FAIL_TO_PASS`: SWE-bench test lists
 _SUFFIXES = frozenset("value values str string b64 base64 raw plain plaintext hex bytes header headers".split())
 _COMMITISH = frozenset("commit sha sha1 sha256 md5 hash revision rev digest checksum uuid etag ref fingerprint "
                        "version git".split())
@@ -249,7 +250,7 @@ def redact_text(text: str) -> str:
             if rev is None:
                 rev = low[::-1]
             start = p - (_RUN.match(rev, n - p, n - floor if p - floor < 128 else n - p + 128).end() - (n - p))
-        kind = name_kind(text[start:end]) if end - start <= 256 else PLAIN
+        kind = name_kind(text[start:end]) if end - start <= 256 and not _is_file_name(text, start, end) else PLAIN
         if kind != PLAIN:
             pos = _value(text, start, end, kind, spans)
         # a secret name without a value of its own (`wandb login KEY`, `password KEY`) or wandb/aws: look
@@ -262,6 +263,15 @@ def redact_text(text: str) -> str:
     spans.extend(h.span("v") for h in _HEX_LINE.finditer(text)  # a hex alone on its line, but not after `commit:`
                  if not _COMMIT_BEFORE.search(text, max(0, h.start() - 40), h.start()))
     return _apply(text, spans)
+
+
+_FILE_SUFFIX = re.compile(r"\.(?:py|pyi|pyx|json|jsonl|toml|ya?ml|txt|log|md|sh|cfg|ini|js|ts|rs|go|cc?|h|cpp|java)\Z")
+
+
+def _is_file_name(text: str, start: int, end: int) -> bool:
+    """A path component or a file name (`/testbed/requests/sessions.py:914:` in a traceback or a tool
+    result), not a setting: what follows its colon is a line number or a listing, not a secret."""
+    return (start > 0 and text[start - 1] in "/\\") or _FILE_SUFFIX.search(text, start, end) is not None
 
 
 def _context(text: str, p: int, done: int, spans: list) -> int:

@@ -74,6 +74,7 @@ VISIBLE_NAMES = [  # (name, a typical value): shown as is
     ("max_tokens", 1024), ("num_tokens", 5), ("max_new_tokens", 256), ("tokenizer", "Qwen/Qwen3-4B"),
     ("tokenizer_name", "Qwen/Qwen3-4B"), ("pad_token", "<|endoftext|>"), ("eos_token_id", 2),
     ("token_ids", [1, 2, 3]), ("chi2_token", 0.0090), ("pass_at_k", 8), ("pass@1", 0.5), ("num_passes", 2),
+    ("FAIL_TO_PASS", ["tests/test_a.py::t"]), ("PASS_TO_PASS", ["tests/test_b.py::u"]),
     ("forward_pass", "fused"), ("num_keys", 3), ("key_path", "/etc/keys/x.pem"), ("sort_key", "name"),
     ("prompt_key", "prompt"), ("reward_key", "score"), ("api_key_var", "OPENAI_API_KEY"),
     ("api_key_env", "WANDB_API_KEY"), ("monkey", "x"), ("hotkeys", "y"), ("session_name", "s1"),
@@ -290,3 +291,12 @@ def test_a_value_nested_too_deeply_to_check_is_hidden_whole():
     inner.append("sk-live-abcdefghijklmnopqrstuvwx")
     out = redact({"a": deep})
     assert isinstance(out, str) and out.startswith(HIDDEN) and "sk-live" not in out
+
+
+def test_file_names_in_tracebacks_and_listings_are_not_settings():
+    """`sessions.py:914:` (a tool result, a traceback) names a file and a line, not a session secret;
+    the same word as a setting still hides its value."""
+    listing = "/testbed/requests/sessions.py:914:    def resolve_redirects(self, *args, **kwargs):"
+    trace = 'File "auth.py", line 3\nsecrets.toml: not found'
+    assert redact_text(listing) == listing and redact_text(trace) == trace
+    assert "abcdef" not in redact_text("session: abcdef0123456789abcdef")
