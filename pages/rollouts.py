@@ -11,7 +11,7 @@ from rundash_core.charts import rollout_figures as rf
 from rundash_core.charts.figures import ChartOptions
 from rundash_core.charts.series import series_index
 from rundash_core.charts.view import panel_chart
-from rundash_core.present import ABSENT, md_code, table_height
+from rundash_core.present import ABSENT, is_absent, md_code, table_height
 
 PANELS = {"outcomes": "Outcomes", "episodes": "Episodes", "tasks": "Task grid", "token_is": "Token & IS"}
 PLOT = dict(config=_charts.PLOTLY_CONFIG, width="stretch")
@@ -76,12 +76,10 @@ def tasks_panel(run, samples) -> None:
                                         for c in shown.columns})
     cells = event.selection.get("cells", []) if event is not None else []
     if cells:
-        row, col = cells[0]
-        task, step = shown.index[row], int(col)
-        picked = samples[(samples["task_id"] == task) & (samples["step"] == step) & (samples["split"] == split)]
+        task, step, picked = ro.cell_samples(samples, grid, cells[0], split=split)
         st.markdown(f"**{md_code(task)}** at step {step}: {len(picked)} rollout(s)")
         for sid, reward in zip(picked["sample_id"], picked["reward"]):
-            st.page_link("pages/trajectory.py", label=f"{sid} · reward {reward:.3g}", icon=":material/route:",
+            st.page_link("pages/trajectory.py", label=f"{sid} · reward {ABSENT if is_absent(reward) else f'{reward:.3g}'}", icon=":material/route:",
                          query_params={"run": run.run_id, "step": str(step), "sample": sid})
     st.dataframe(tasks, hide_index=True, placeholder=ABSENT, height=table_height(len(tasks)),
                  column_config={c: st.column_config.NumberColumn(format="percent")

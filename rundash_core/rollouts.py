@@ -143,6 +143,17 @@ def task_grid(samples: pd.DataFrame, *, split: str = "train") -> tuple[pd.DataFr
     return grid.loc[tasks["task_id"]], tasks
 
 
+def cell_samples(samples: pd.DataFrame, grid: pd.DataFrame, cell: tuple[int, int | str], *,
+                 split: str = "train") -> tuple[str, int, pd.DataFrame]:
+    """The rollouts behind one task-grid cell (row position, column label as the table shows it):
+    (task, step, its samples, best reward first)."""
+    row, col = cell
+    task, step = grid.index[int(row)], int(col)
+    keep = (samples["task_id"] == task) & (samples["step"] == step) & (samples["split"] == split)
+    picked = samples[keep.fillna(False).astype(bool)]
+    return task, step, picked.sort_values("reward", ascending=False, kind="stable").reset_index(drop=True)
+
+
 def grid_totals(tasks: pd.DataFrame) -> dict[str, int]:
     """never solved, always solved, seen in several epochs, improved, regressed."""
     return {"tasks": int(len(tasks)), "never_solved": int((tasks["solve_rate"] == 0).sum()),

@@ -82,6 +82,9 @@ def test_task_grid_solve_rates_per_epoch():
     assert t.loc["t1", "delta"] == 0.5 and t.loc["t4", "delta"] == -1 and math.isnan(t.loc["t2", "delta"])
     assert list(tasks["task_id"]) == ["t3", "t1", "t4", "t2"]  # by solve rate, lowest first
     assert list(grid.index) == list(tasks["task_id"])
+    task, step, picked = ro.cell_samples(samples(rows), grid, (1, "5"))  # the table's row 1 = t1, column "5"
+    assert (task, step) == ("t1", 5) and picked["reward"].tolist() == [1.0, 0.0]
+    assert ro.cell_samples(samples(rows), grid, (0, "1"))[2].empty  # t3 was not rolled out at step 1
     assert ro.grid_totals(tasks) == {"tasks": 4, "never_solved": 1, "always_solved": 1, "multi_epoch": 2,
                                      "improved": 1, "regressed": 1}
 
