@@ -79,7 +79,8 @@ def tasks_panel(run, samples) -> None:
         task, step, picked = ro.cell_samples(samples, grid, cells[0], split=split)
         st.markdown(f"**{md_code(task)}** at step {step}: {len(picked)} rollout(s)")
         for sid, reward in zip(picked["sample_id"], picked["reward"]):
-            st.page_link("pages/trajectory.py", label=f"{sid} · reward {ABSENT if is_absent(reward) else f'{reward:.3g}'}", icon=":material/route:",
+            shown_reward = ABSENT if is_absent(reward) else f"{reward:.3g}"
+            st.page_link("pages/trajectory.py", label=f"{sid} · reward {shown_reward}", icon=":material/route:",
                          query_params={"run": run.run_id, "step": str(step), "sample": sid})
     st.dataframe(tasks, hide_index=True, placeholder=ABSENT, height=table_height(len(tasks)),
                  column_config={c: st.column_config.NumberColumn(format="percent")
