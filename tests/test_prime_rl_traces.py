@@ -438,3 +438,20 @@ def test_older_layout_episode_not_in_effective(tmp_path):
     row = s[s["locator"].str.contains("/all/")]
     assert len(row) == 1 and pd.isna(row["trainer_step"].iloc[0]) and pd.isna(row["advantage"].iloc[0])
     assert run.episode(row["sample_id"].iloc[0]).ids["episode"] == dropped
+
+
+def test_garbage_index_lines_are_skipped_and_named(tmp_path):
+    """A complete line of the index that is not a JSON object costs that line only; once the samples
+    are listed, the run's problems name the file, how many lines and the first one."""
+    run_dir = tmp_path / RUN.name
+    shutil.copytree(RUN, run_dir)
+    index = run_dir / "monitors" / "file" / "traces" / "stream.index.jsonl"
+    lines = index.read_bytes().splitlines(keepends=True)
+    index.write_bytes(lines[0] + b"\xff\xfe garbage \x00\n" + b"".join(lines[1:]) + b"[1, 2]\n")
+    run = rd.open_run(run_dir)
+    assert len(run.samples()) == len(rd.open_run(RUN).samples())
+    found = [p for p in run.problems() if p.path.endswith("stream.index.jsonl")]
+    assert [(p.count, p.line) for p in found] == [(2, 2)] and "not JSON" in found[0].what
+    index.write_bytes(b"".join(lines))  # rewritten clean: the problem goes with the next listing
+    run.samples()
+    assert not [p for p in run.problems() if p.path.endswith("stream.index.jsonl")]

@@ -34,6 +34,7 @@ import pandas as pd
 from .. import cache, frames
 from ..io import zst_seekable
 from ..io.files import file_id, open_file
+from ..run import Problem
 from .prime_rl_episode import _d, _int, _l, _num, to_episode
 
 TRACES = ("monitors", "file", "traces")
@@ -97,17 +98,37 @@ def _objects(path: str, what: str, keep) -> list:
     def parse():
         with open_file(path) as fh:
             data = fh.read(fid.size)
-        out, pos = [], 0
+        out, pos, bad, first, line = [], 0, 0, None, 0
         while (end := data.find(b"\n", pos)) >= 0:
+            line += 1
             try:
                 obj = orjson.loads(data[pos:end])
             except orjson.JSONDecodeError:
                 obj = None
             if isinstance(obj, dict):
                 out.append(keep(pos, end + 1 - pos, obj))
+            elif data[pos:end].strip():
+                bad, first = bad + 1, first or line
             pos = end + 1
+        real = os.path.realpath(path)
+        if bad:
+            BAD_LINES[real] = (bad, first)
+        else:
+            BAD_LINES.pop(real, None)
         return out
     return cache.shared.current((what, os.path.realpath(path)), fid, parse, size=_sampled_size)
+
+
+# real path -> (complete lines that are not a JSON object, the first one's line number), as last parsed
+BAD_LINES: dict[str, tuple[int, int]] = {}
+
+
+def bad_line_problems(run_path: str) -> list[Problem]:
+    """The trace files of a run (index, annotations, rollouts, traces.jsonl) whose last parse met
+    complete lines that are not JSON objects: those lines are skipped, and said so."""
+    root = os.path.realpath(run_path) + os.sep
+    return [Problem(path, "lines that are not JSON objects (skipped)", n, first)
+            for path, (n, first) in list(BAD_LINES.items()) if path.startswith(root)]
 
 
 def _sampled_size(items: list) -> int:
