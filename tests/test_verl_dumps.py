@@ -13,7 +13,6 @@ import pytest
 import rundash_core as rd
 from rundash_core import frames
 from rundash_core.io import files
-from rundash_core.sources import verl_dumps
 
 DATA = Path(__file__).parent / "data"
 DUMPS = DATA / "verl-dumps"
@@ -66,8 +65,8 @@ def test_episode_reads_its_one_line(monkeypatch):
     path, offset, length = frames.parse_line_locator(row["locator"])
     record = json.loads(Path(path).read_bytes()[offset:offset + length])
     reads = []
-    real = verl_dumps.read_range
-    monkeypatch.setattr(verl_dumps, "read_range", lambda p, a, b: reads.append((p, a, b)) or real(p, a, b))
+    real = files.read_range  # (the one reader of located lines: io.jsonl.read_located_object)
+    monkeypatch.setattr(files, "read_range", lambda p, a, b: reads.append((p, a, b)) or real(p, a, b))
     ep = run.episode(row["sample_id"])
     assert reads == [(path, offset, offset + length)]
     assert [m.role for m in ep.messages] == ["user", "assistant"]

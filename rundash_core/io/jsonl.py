@@ -148,3 +148,19 @@ class JsonlTail(ByteTail):
         parsed = parse_jsonl_bytes(new.lines, self.problems, first_line=self.lines + 1)
         self.lines += parsed.nlines
         return TailResult(parsed, new.reset)
+
+
+def read_located_object(locator: str, *, sample: str) -> dict:
+    """The JSON object of one line, read by its `path:offset:length` locator (one byte range); a
+    KeyError naming `sample` when the line cannot be read or holds no object."""
+    from ..frames import parse_line_locator
+    from .files import read_range
+
+    path, offset, length = parse_line_locator(locator)
+    try:
+        record = orjson.loads(read_range(path, offset, offset + length))
+    except (OSError, orjson.JSONDecodeError) as e:
+        raise KeyError(f"{sample} cannot be read ({e})") from e
+    if not isinstance(record, dict):
+        raise KeyError(f"{sample} is not a JSON object")
+    return record

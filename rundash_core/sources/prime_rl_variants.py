@@ -20,7 +20,8 @@ import orjson
 import pandas as pd
 
 from .. import frames
-from ..io.files import file_id, read_range
+from ..io.files import file_id
+from ..io.jsonl import read_located_object
 from .prime_rl_episode import _d, _int, _l, _num
 from .prime_rl_traces import _STEP_DIR, _listdir, _objects, summarize
 
@@ -127,13 +128,8 @@ def legacy_samples(run_path: str) -> pd.DataFrame:
 
 def legacy_episode(run_id: str, row: dict) -> frames.Episode:
     """The raw record (in `raw`), its prompt and completion as messages when they are chat text."""
-    path, offset, length = frames.parse_line_locator(row["locator"])
-    try:
-        record = orjson.loads(read_range(path, offset, offset + length))
-    except (OSError, orjson.JSONDecodeError) as e:
-        raise KeyError(f"{run_id}: sample {row['sample_id']!r} cannot be read ({e})") from e
-    if not isinstance(record, dict):
-        raise KeyError(f"{run_id}: sample {row['sample_id']!r} is not a rollout record")
+    path = frames.parse_line_locator(row["locator"])[0]
+    record = read_located_object(row["locator"], sample=f"{run_id}: sample {row['sample_id']!r}")
     messages = _messages(record.get("prompt"), "user") + _messages(record.get("completion"), "assistant")
     metrics = {k: n for k, v in _d(record.get("metrics")).items() if (n := _num(v)) is not None}
     ids = {k: v for k, v in (("group", row.get("group_id")), ("task", row.get("task_id")),

@@ -28,8 +28,8 @@ import pandas as pd
 from .. import cache, frames
 from ..io.bytetail import ByteTail
 from ..io.configs import dig
-from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots, is_dir, read_range
-from ..io.jsonl import LineProblems
+from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots, is_dir
+from ..io.jsonl import LineProblems, read_located_object
 from ..run import Problem
 from .relax_file import _rows as jsonl_rows
 
@@ -234,13 +234,8 @@ def read_episode(run_id: str, dirs: list[DumpDir], sample_id: str) -> frames.Epi
     if hit.empty:
         raise KeyError(f"{run_id}: no sample {sample_id!r}")
     row = hit.iloc[0]
-    path, offset, length = frames.parse_line_locator(row["locator"])
-    try:
-        record = orjson.loads(read_range(path, offset, offset + length))
-    except (OSError, orjson.JSONDecodeError) as e:
-        raise KeyError(f"{run_id}: sample {sample_id!r} cannot be read ({e})") from e
-    if not isinstance(record, dict):
-        raise KeyError(f"{run_id}: sample {sample_id!r} is not a dump row")
+    path = frames.parse_line_locator(row["locator"])[0]
+    record = read_located_object(row["locator"], sample=f"{run_id}: sample {sample_id!r}")
     extras = {k: v for k, v in record.items() if k not in (*TEXT_KEYS, "score", "step", "gts")}
     metrics = {k: float(v) for k, v in extras.items() if _number(v) is not None or isinstance(v, bool)}
     ids = {k: v for k, v in extras.items() if isinstance(v, str)}
