@@ -191,7 +191,10 @@ if episode is None:
 
 hit = samples[samples["sample_id"] == sample_id]
 row = hit.iloc[0].to_dict() if not hit.empty else None
-def _open(sid: str) -> None:
+
+
+def _show_sample(sid: str) -> None:
+    """Prev/next: the URL names the sample shown."""
     st.query_params["sample"] = sid
 
 
@@ -203,7 +206,7 @@ c_head.markdown(f"### Sample {_ui.md_code(episode.sample_id)}"
 for col, delta, icon, key, what in ((c_up, -1, "arrow_upward", "tr_prev_sample", "Previous"),
                                     (c_down, 1, "arrow_downward", "tr_next_sample", "Next")):
     target = ids[at + delta] if at is not None and 0 <= at + delta < len(ids) else None
-    col.button("", icon=f":material/{icon}:", key=key, disabled=target is None, on_click=_open, args=(target,),
+    col.button("", icon=f":material/{icon}:", key=key, disabled=target is None, on_click=_show_sample, args=(target,),
                help=f"{what} sample of the table")
 side, main = st.columns([1, 3])
 with side:

@@ -198,7 +198,7 @@ def serve(plan: Plan) -> int:
     app = app_path()
     proc = subprocess.Popen(plan.command(app), cwd=app.parent, env=plan.environment())  # .streamlit/config.toml
     instances.record(proc.pid, plan.local_url, plan.dirs)
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill <launcher>` stops the server too
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill <launcher>` stops the server too (CLI only)
     try:
         if wait_healthy(plan.local_url, proc):
             print(f"\nrundash is serving at {plan.local_url}", flush=True)
@@ -213,6 +213,7 @@ def serve(plan: Plan) -> int:
         return stop(proc)
     finally:
         instances.remove(proc.pid)
+        signal.signal(signal.SIGTERM, previous)  # a caller's own handler is back once the server is gone
 
 
 def _interrupt(signum, frame):
