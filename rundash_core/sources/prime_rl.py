@@ -311,9 +311,9 @@ class PrimeRLRun(Run):
             if (why := _unlistable(folder)) is not None:
                 out.append(Problem(folder, f"cannot be listed ({why}): its files are not shown"))
         from ..eval_pane import read_plan  # (plan.json: the eval pane's blocks)
-        from . import prime_rl_traces
+        from .prime_rl_lines import bad_line_problems
 
-        out += prime_rl_traces.bad_line_problems(self.path)  # trace files read so far (samples listed)
+        out += bad_line_problems(self.path)  # trace files read so far (samples listed)
         return out + read_plan(self._p("monitors", "file", "plan.json"))[1]
 
     # Samples (traces: `prime_rl_traces`) ---------------------------------------------------------

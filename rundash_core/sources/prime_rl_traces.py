@@ -33,13 +33,12 @@ import pandas as pd
 
 from .. import cache, frames
 from ..io import zst_seekable
-from ..io.files import file_id, open_file
-from ..run import Problem
+from ..io.files import file_id
 from .prime_rl_episode import _d, _int, _l, _num, to_episode
+from .prime_rl_lines import objects as _objects, read_record_line
 
 TRACES = ("monitors", "file", "traces")
 PRODUCER_ORDER = ("orch", "trainer")  # folding order across producers (ship facts, then trainer values)
-MAX_LINE = 1 << 30
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -51,91 +50,6 @@ def traces_dir(run_path: str) -> str:
 def chunk_path(folder: str, chunk: int) -> str:
     """The plain name of chunk n; `read_record` falls back to its sealed `.zst`."""
     return os.path.join(folder, f"{chunk:05d}.jsonl")
-
-
-def read_record_line(plain: str, offset: int, length: int = 0) -> bytes:
-    """The record line at `offset` of a chunk: the plain file by byte seek when it exists (a torn
-    last line, with no newline yet, is refused), else the sealed file through its seek table."""
-    try:
-        fh = open_file(plain)
-    except FileNotFoundError:
-        fh = None
-    if fh is not None:
-        with fh:
-            fh.seek(offset)
-            data = fh.read(length) if length > 0 else b""
-            if not data.endswith(b"\n"):
-                data += _read_to_newline(fh)
-            if not data.endswith(b"\n"):
-                raise KeyError(f"{plain}: the line at {offset} is not complete yet")
-            return data[:data.index(b"\n")]
-    return zst_seekable.read_line(plain + ".zst", offset)  # sealed (also: sealed since listing)
-
-
-def _read_to_newline(fh) -> bytes:
-    parts, total = [], 0
-    while total < MAX_LINE:
-        block = fh.read(1 << 16)
-        if not block:
-            break
-        cut = block.find(b"\n")
-        if cut >= 0:
-            parts.append(block[:cut + 1])
-            break
-        parts.append(block)
-        total += len(block)
-    return b"".join(parts)
-
-
-def _objects(path: str, what: str, keep) -> list:
-    """`keep(offset, length with the newline, object)` of every complete JSON-object line of a file
-    (a torn last line is left out), parsed once per version of the file (shared cache, under
-    `what`): only what `keep` returns is kept."""
-    fid = file_id(path)
-    if fid is None:
-        return []
-
-    def parse():
-        with open_file(path) as fh:
-            data = fh.read(fid.size)
-        out, pos, bad, first, line = [], 0, 0, None, 0
-        while (end := data.find(b"\n", pos)) >= 0:
-            line += 1
-            try:
-                obj = orjson.loads(data[pos:end])
-            except orjson.JSONDecodeError:
-                obj = None
-            if isinstance(obj, dict):
-                out.append(keep(pos, end + 1 - pos, obj))
-            elif data[pos:end].strip():
-                bad, first = bad + 1, first or line
-            pos = end + 1
-        real = os.path.realpath(path)
-        if bad:
-            BAD_LINES[real] = (bad, first)
-        else:
-            BAD_LINES.pop(real, None)
-        return out
-    return cache.shared.current((what, os.path.realpath(path)), fid, parse, size=_sampled_size)
-
-
-# real path -> (complete lines that are not a JSON object, the first one's line number), as last parsed
-BAD_LINES: dict[str, tuple[int, int]] = {}
-
-
-def bad_line_problems(run_path: str) -> list[Problem]:
-    """The trace files of a run (index, annotations, rollouts, traces.jsonl) whose last parse met
-    complete lines that are not JSON objects: those lines are skipped, and said so."""
-    root = os.path.realpath(run_path) + os.sep
-    return [Problem(path, "lines that are not JSON objects (skipped)", n, first)
-            for path, (n, first) in list(BAD_LINES.items()) if path.startswith(root)]
-
-
-def _sampled_size(items: list) -> int:
-    """The deep size of a long list of parsed rows, from the first 64 (a walk of a 70k-row index
-    costs more than parsing it)."""
-    head = items[:64]
-    return 64 + (cache._deep_size(head) * len(items) // len(head) if head else 0)
 
 
 def _rows(path: str) -> list[dict]:
