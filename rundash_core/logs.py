@@ -348,31 +348,28 @@ def _assign_times(windows: list[Window]) -> None:
 def _merge(windows: list[Window], want: int) -> tuple[pd.DataFrame, dict]:
     """The windows interleaved by time, each file's own order kept (a k-way merge), the last
     `want` lines; `older`: where each file's next older page ends."""
-    streams = [[(_key(t), wi, j) for j, t in enumerate(w.times)] for wi, w in enumerate(windows)]
-    merged = list(heapq.merge(*streams))[-want:] if want > 0 else []
+    if len(windows) == 1:  # one file: its own order, nothing to merge
+        n = len(windows[0].lines)
+        picks = [(0, j) for j in range(max(0, n - want) if want > 0 else n, n)]
+    else:
+        streams = [[(_key(t), wi, j) for j, t in enumerate(w.times)] for wi, w in enumerate(windows)]
+        picks = [(wi, j) for _, wi, j in heapq.merge(*streams)][-want:] if want > 0 else []
     first_kept: dict[int, int] = {}
-    for _, wi, j in merged:
+    for wi, j in picks:
         first_kept.setdefault(wi, j)
     older = {}
     for wi, w in enumerate(windows):
         j = first_kept.get(wi)
         older[w.spec.path] = w.start if j == 0 or (j is None and not w.lines) else (
             w.lines[j][0] if j is not None else w.end)
-    times, components, levels, texts, paths, offsets = [], [], [], [], [], []
-    for _, wi, j in merged:
-        w = windows[wi]
-        offset, line = w.lines[j]
-        times.append(w.times[j])
-        components.append(w.spec.component)
-        levels.append(w.levels[j])
-        texts.append(line.text)
-        paths.append(w.spec.path)
-        offsets.append(offset)
     frame = pd.DataFrame({  # built in the schema's dtypes (`frames.LOG_LINES`) directly: no per-cell pass
-        "time": pd.to_datetime(np.asarray(times, dtype="float64") * 1e9, utc=True).astype("datetime64[ns, UTC]"),
-        "component": pd.Series(components, dtype="str"), "level": pd.Series(levels, dtype="str"),
-        "text": pd.Series(texts, dtype="str"), "path": pd.Series(paths, dtype="str"),
-        "offset": pd.array(offsets, dtype="Int64")})
+        "time": pd.to_datetime(np.asarray([windows[wi].times[j] for wi, j in picks], dtype="float64") * 1e9,
+                               utc=True).astype("datetime64[ns, UTC]"),
+        "component": pd.Series([windows[wi].spec.component for wi, _ in picks], dtype="str"),
+        "level": pd.Series([windows[wi].levels[j] for wi, j in picks], dtype="str"),
+        "text": pd.Series([windows[wi].lines[j][1].text for wi, j in picks], dtype="str"),
+        "path": pd.Series([windows[wi].spec.path for wi, _ in picks], dtype="str"),
+        "offset": pd.array([windows[wi].lines[j][0] for wi, j in picks], dtype="Int64")})
     return frame, older
 
 

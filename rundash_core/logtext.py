@@ -78,8 +78,8 @@ def ray_actor(plain: str) -> tuple[str, str]:
     line has no Ray prefix. Nested prefixes are cut repeatedly; the first names the actor."""
     actor, rest = "", plain
     for _ in range(4):
-        m = RAY_PREFIX.match(rest) or RAY_DAEMON.match(rest)
-        if m is None:
+        m = rest[:1] == "(" and (RAY_PREFIX.match(rest) or RAY_DAEMON.match(rest))
+        if not m:
             break
         if not actor:
             groups = m.groupdict()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -94,8 +95,9 @@ def count_label(n: int, *, of: int | None = None) -> str:
 
 
 # Lines as HTML --------------------------------------------------------------------------------------
-@dataclass
-class _Style:
+class _Style(NamedTuple):
+    """The SGR state of a run of text (immutable: a transition is looked up, not recomputed)."""
+
     fg: str | None = None
     bg: str | None = None
     bold: bool = False
@@ -103,62 +105,74 @@ class _Style:
     italic: bool = False
     underline: bool = False
 
-    def css(self) -> str:
-        parts = []
-        if self.fg:
-            parts.append(f"color:{self.fg}")
-        if self.bg:
-            parts.append(f"background:{self.bg}")
-        if self.bold:
-            parts.append("font-weight:600")
-        if self.dim:
-            parts.append("opacity:.65")
-        if self.italic:
-            parts.append("font-style:italic")
-        if self.underline:
-            parts.append("text-decoration:underline")
-        return ";".join(parts)
+
+_PLAIN = _Style()
+
+
+@lru_cache(maxsize=1024)
+def _css(style: _Style) -> str:
+    parts = []
+    if style.fg:
+        parts.append(f"color:{style.fg}")
+    if style.bg:
+        parts.append(f"background:{style.bg}")
+    if style.bold:
+        parts.append("font-weight:600")
+    if style.dim:
+        parts.append("opacity:.65")
+    if style.italic:
+        parts.append("font-style:italic")
+    if style.underline:
+        parts.append("text-decoration:underline")
+    return ";".join(parts)
 
 
 def ansi_segments(text: str) -> list[tuple[str, str]]:
     """(text, css) runs of a line with its SGR colour codes applied; other escapes dropped."""
-    out, style, pos = [], _Style(), 0
+    if "\x1b" not in text:
+        return [(text, "")] if text else []
+    out, style, pos = [], _PLAIN, 0
     for m in _SGR.finditer(text):
         if m.start() > pos:
-            out.append((_ANY_ESCAPE.sub("", text[pos:m.start()]), style.css()))
-        _apply(style, m.group(1))
+            out.append((_ANY_ESCAPE.sub("", text[pos:m.start()]), _css(style)))
+        style = _after_sgr(style, m.group(1))
         pos = m.end()
     if pos < len(text):
-        out.append((_ANY_ESCAPE.sub("", text[pos:]), style.css()))
+        out.append((_ANY_ESCAPE.sub("", text[pos:]), _css(style)))
     return [(t, css) for t, css in out if t]
 
 
-def _apply(style: _Style, params: str) -> None:
+@lru_cache(maxsize=4096)
+def _after_sgr(style: _Style, params: str) -> _Style:
+    """The style after one SGR sequence (a log uses a handful: each transition is computed once)."""
     codes = [int(c) if c.isdigit() else 0 for c in params.split(";")] if params else [0]
     i = 0
     while i < len(codes):
         c = codes[i]
         if c == 0:
-            style.__init__()
+            style = _PLAIN
         elif c in (1, 2, 3, 4):
-            setattr(style, {1: "bold", 2: "dim", 3: "italic", 4: "underline"}[c], True)
+            style = style._replace(**{{1: "bold", 2: "dim", 3: "italic", 4: "underline"}[c]: True})
         elif c == 22:
-            style.bold = style.dim = False
+            style = style._replace(bold=False, dim=False)
         elif c in (23, 24):
-            setattr(style, "italic" if c == 23 else "underline", False)
+            style = style._replace(**{"italic" if c == 23 else "underline": False})
         elif 30 <= c <= 37 or 90 <= c <= 97:
-            style.fg = (_COLOURS if c < 90 else _BRIGHT)[c % 10]
+            style = style._replace(fg=(_COLOURS if c < 90 else _BRIGHT)[c % 10])
         elif 40 <= c <= 47 or 100 <= c <= 107:
-            style.bg = (_COLOURS if c < 100 else _BRIGHT)[c % 10]
+            style = style._replace(bg=(_COLOURS if c < 100 else _BRIGHT)[c % 10])
         elif c in (39, 49):
-            setattr(style, "fg" if c == 39 else "bg", None)
+            style = style._replace(**{"fg" if c == 39 else "bg": None})
         elif c in (38, 48) and i + 1 < len(codes):  # 256-colour and true-colour: skip their arguments
             i += 2 if codes[i + 1] == 5 else 4
         i += 1
+    return style
 
 
+@lru_cache(maxsize=8192)
 def line_html(text: str) -> str:
-    """One line as escaped HTML spans (secrets hidden first)."""
+    """One line as escaped HTML spans (secrets hidden first). Cached: a followed pane shows the
+    same lines again on every refresh."""
     spans = []
     for part, css in ansi_segments(redact_text(text)):
         body = html.escape(part, quote=True)
@@ -170,8 +184,8 @@ def pane_html(lines: pd.DataFrame, *, show_component: bool, height: int = PANE_H
     """The lines in a fixed-height box that scrolls (newest at the bottom), monospace; each line
     with its time (and component, in a merged pane)."""
     rows = []
-    for t, comp, level, text in zip(lines["time"], lines["component"], lines["level"], lines["text"]):
-        stamp = "" if pd.isna(t) else t.strftime("%m-%d %H:%M:%S")
+    stamps = lines["time"].dt.strftime("%m-%d %H:%M:%S").fillna("")
+    for stamp, comp, level, text in zip(stamps, lines["component"], lines["level"], lines["text"]):
         colour = _LEVEL_COLOURS.get(str(level))
         mark = f'<span style="color:{colour}">▍</span>' if colour else '<span style="opacity:.15">▍</span>'
         meta = f'<span style="opacity:.55">{html.escape(stamp)}</span> '
