@@ -60,7 +60,8 @@ def _pane_state(key: str, paths: list[str]) -> dict:
     state = st.session_state.get(key)
     if state is None or state["sig"] != sig:
         frame = _read(paths)
-        state = {"sig": sig, "frame": frame, "ends": frame.attrs["ends"], "older": frame.attrs["older"]}
+        state = {"sig": sig, "frame": frame, "ends": frame.attrs["ends"], "seen": frame.attrs["versions"],
+                 "older": frame.attrs["older"]}
         st.session_state[key] = state
         if frame.attrs.get("error"):
             st.error(frame.attrs["error"])
@@ -79,9 +80,13 @@ def _load_older(key: str, paths: list[str]) -> None:
 def _pane_body(key: str, paths: list[str], show_component: bool, height: int) -> None:
     state = _pane_state(key, paths)
     if live and follow:
-        new = _read(paths, after=state["ends"])
-        state["frame"] = new if new.attrs["reset"] else logview.append_lines(state["frame"], new, keep=KEEP)
-        state["ends"] = new.attrs["ends"]
+        new = _read(paths, after=state["ends"], seen=state["seen"])
+        if new.attrs["reset"]:  # a file was truncated or replaced: the pane starts again from the tails
+            new = _read(paths)
+            state["frame"], state["older"] = new, new.attrs["older"]
+        else:
+            state["frame"] = logview.append_lines(state["frame"], new, keep=KEEP)
+        state["ends"], state["seen"] = new.attrs["ends"], new.attrs["versions"]
     frame = state["frame"]
     st.html(logview.pane_html(frame, show_component=show_component, height=height,
                               empty="No lines match." if pattern or levels or picked_actors else "No lines yet."))

@@ -94,6 +94,7 @@ class Window:
     levels: list = field(default_factory=list)
     problem: str | None = None
     mtime: float = 0.0
+    version: tuple | None = None  # (dev, ino, mtime_ns) of the file read: a follow read tells a replaced file
     stamps: list = field(default_factory=list)  # every line's own stamp (kept or not), for dates
     kept: list = field(default_factory=list)  # index in `stamps` of each kept line
 
@@ -123,22 +124,23 @@ def specs_for(listing: pd.DataFrame, paths: list[str]) -> list[LogSpec]:
     return out
 
 
-def read_log(listing: pd.DataFrame, paths: list[str], *, tail: int = 1000, before=None, after=None,
+def read_log(listing: pd.DataFrame, paths: list[str], *, tail: int = 1000, before=None, after=None, seen=None,
              pattern: str | None = None, levels=None, actors=None) -> pd.DataFrame:
     """`Run.read_log` over a run's `logs()` listing; see `read_specs`."""
-    return read_specs(specs_for(listing, list(paths)), tail=tail, before=before, after=after, pattern=pattern,
-                      levels=levels, actors=actors)
+    return read_specs(specs_for(listing, list(paths)), tail=tail, before=before, after=after, seen=seen,
+                      pattern=pattern, levels=levels, actors=actors)
 
 
-def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=None, pattern: str | None = None,
-               levels=None, actors=None, scan_bytes: int = SCAN_BYTES) -> pd.DataFrame:
+def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=None, seen=None,
+               pattern: str | None = None, levels=None, actors=None, scan_bytes: int = SCAN_BYTES) -> pd.DataFrame:
     """The last `tail` lines of the given logs merged by time (`frames.LOG_LINES`).
 
     `before`: an offset (or {path: offset}) to page older lines, ending there; `after`:
-    {path: offset} to read only what was appended since. `pattern` (RE2, case-insensitive) is
+    {path: offset} to read only what was appended since, and `seen` (the `versions` of that read) to
+    tell a file replaced or rewritten in place since, even at the same size. `pattern` (RE2, case-insensitive) is
     searched in the text without colour; `levels` and `actors` keep lines of those only.
     `frame.attrs`: `older` {path: offset to pass as `before` next}, `ends` {path: offset to pass
-    as `after` next}, `bytes_read`, `problems` (Problems of unreadable files), `reset` (a followed
+    as `after` next}, `versions` {path: version to pass as `seen` next}, `bytes_read`, `problems` (Problems of unreadable files), `reset` (a followed
     file shrank or was replaced: the frame is a fresh tail), `error` (an invalid pattern)."""
     compiled, error = compile_user_pattern(pattern or "")
     filters = Filters(NOTHING if error else compiled, frozenset(levels) if levels else None,
@@ -149,7 +151,8 @@ def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=Non
     windows, reset = [], False
     for spec in specs:
         if spec.path in after_at:
-            w, was_reset = _appended(spec, after_at[spec.path], tail, filters, scan_bytes)
+            w, was_reset = _appended(spec, after_at[spec.path], (seen or {}).get(spec.path), tail, filters,
+                                     scan_bytes)
             reset |= was_reset
         else:
             w = _tail(spec, before_at.get(spec.path), tail, filters, scan_bytes)
@@ -157,6 +160,7 @@ def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=Non
     _assign_times(windows)
     frame, older = _merge(windows, tail)
     frame.attrs.update(older=older, ends={w.spec.path: w.end for w in windows}, reset=reset, error=error,
+                       versions={w.spec.path: w.version for w in windows if w.version is not None},
                        bytes_read=counter.bytes - start_bytes,
                        problems=[Problem(w.spec.real, w.problem) for w in windows if w.problem])
     return frame
@@ -200,7 +204,9 @@ def _tail(spec: LogSpec, before: int | None, want: int, filters: Filters, scan_b
         with open_file(spec.real) as fh:
             end = _complete_end(fh, fid.size, fid.mtime)
             end = _line_start(fh, before) if before is not None and before < end else end
-            return _walk_back(fh, spec, end, want, filters, scan_bytes, fid.mtime)
+            w = _walk_back(fh, spec, end, want, filters, scan_bytes, fid.mtime)
+        w.version = _version(fid)
+        return w
     except OSError as e:
         return Window(spec, 0, 0, problem=describe_unreadable(spec.real) or str(e))
 
@@ -262,16 +268,24 @@ def _walk_back(fh, spec: LogSpec, end: int, want: int, filters: Filters, scan_by
     return w
 
 
-def _appended(spec: LogSpec, offset: int, want: int, filters: Filters, scan_bytes: int) -> tuple[Window, bool]:
-    """Lines appended since `offset`; a file now shorter than that was truncated or replaced: its
+def _version(fid) -> tuple:
+    return (fid.dev, fid.ino, fid.mtime_ns)
+
+
+def _appended(spec: LogSpec, offset: int, seen: tuple | None, want: int, filters: Filters,
+              scan_bytes: int) -> tuple[Window, bool]:
+    """Lines appended since `offset`; a file now shorter than that, another file at the path, or
+    one rewritten in place (`seen`: changed with nothing appended) was truncated or replaced: its
     tail is read again (reset)."""
     fid = file_id(spec.real)
     if fid is None:
         return Window(spec, offset, offset, problem=describe_unreadable(spec.real)), False
-    if fid.size - offset > FOLLOW_BYTES:  # too much to show as appended: a fresh tail (a gap)
+    seen = tuple(seen) if seen is not None else None
+    replaced = seen is not None and (seen[:2] != _version(fid)[:2] or fid.size == offset and seen != _version(fid))
+    if fid.size - offset > FOLLOW_BYTES or replaced:  # too much to show as appended (a gap), or another file
         return _tail(spec, None, want, filters, scan_bytes), True
     if fid.size == offset:
-        return Window(spec, offset, offset, mtime=fid.mtime), False
+        return Window(spec, offset, offset, mtime=fid.mtime, version=_version(fid)), False
     try:
         with open_file(spec.real) as fh:
             if fid.size < offset or offset > 0 and _read(fh, offset - 1, offset) != b"\n":
@@ -281,7 +295,7 @@ def _appended(spec: LogSpec, offset: int, want: int, filters: Filters, scan_byte
         return Window(spec, offset, offset, problem=describe_unreadable(spec.real) or str(e)), False
     if not data.endswith(b"\n") and time.time() - fid.mtime < SETTLE_S:
         data = data[: data.rfind(b"\n") + 1]  # a torn last line waits for its newline
-    w = Window(spec, offset, offset + len(data), mtime=fid.mtime)
+    w = Window(spec, offset, offset + len(data), mtime=fid.mtime, version=_version(fid))
     _finish(w, [(o, logtext.parse(line)) for o, line in _split(data, offset)], filters)
     w.keep_last(want)
     return w, False

@@ -284,14 +284,15 @@ class Run(abc.ABC):
 
     def read_log(self, paths: list[str], *, tail: int = 1000, before: int | dict | None = None,
                  pattern: str | None = None, levels: list[str] | None = None, after: dict | None = None,
-                 actors: list[str] | None = None) -> pd.DataFrame:
+                 seen: dict | None = None, actors: list[str] | None = None) -> pd.DataFrame:
         """Lines of the given log files, merged by time (`frames.LOG_LINES`); `before`/`after`
-        page older / follow appended bytes, `actors` keeps Ray actors' lines (`rundash_core.logs`)."""
+        page older / follow appended bytes (`seen`: the last read's `versions`, to tell a replaced
+        file), `actors` keeps Ray actors' lines (`rundash_core.logs`)."""
         from .logs import read_log
 
         listing = self.logs()
-        return read_log(listing, paths, tail=tail, before=before, after=after, pattern=pattern, levels=levels,
-                        actors=actors) if len(listing) else frames.empty(frames.LOG_LINES)
+        return read_log(listing, paths, tail=tail, before=before, after=after, seen=seen, pattern=pattern,
+                        levels=levels, actors=actors) if len(listing) else frames.empty(frames.LOG_LINES)
 
     # Reports -------------------------------------------------------------------------------------
     def reports(self) -> pd.DataFrame:

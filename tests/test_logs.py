@@ -160,6 +160,25 @@ def test_follow_reads_only_appended_bytes_and_holds_a_torn_line(tmp_path):
     assert again.attrs["reset"] and list(again["level"]) == ["ERROR"]
 
 
+def test_follow_notices_a_file_replaced_at_the_same_size(tmp_path):
+    path = tmp_path / "trainer.log"
+    write(path, loguru("08:00:00", "INFO", "aaaa"), mtime=time.time() - 60)
+    first = logs.read_specs([spec(path)], tail=100)
+    quiet = logs.read_specs([spec(path)], tail=100, after=first.attrs["ends"], seen=first.attrs["versions"])
+    assert quiet.empty and not quiet.attrs["reset"]  # nothing appended, nothing replaced
+    fresh = tmp_path / "new.log"
+    write(fresh, loguru("09:00:00", "INFO", "bbbb"))  # same length, another file renamed over it
+    os.replace(fresh, path)
+    assert path.stat().st_size == first.attrs["ends"][str(path)]
+    again = logs.read_specs([spec(path)], tail=100, after=quiet.attrs["ends"], seen=quiet.attrs["versions"])
+    assert again.attrs["reset"] and "bbbb" in again["text"].item()
+    with open(path, "r+") as fh:  # rewritten in place, same size, same inode
+        fh.write(loguru("10:00:00", "INFO", "cccc"))
+    os.utime(path, ns=(again.attrs["versions"][str(path)][2] + 10**9,) * 2)
+    third = logs.read_specs([spec(path)], tail=100, after=again.attrs["ends"], seen=again.attrs["versions"])
+    assert third.attrs["reset"] and "cccc" in third["text"].item()
+
+
 # Parsing, merging, filters -------------------------------------------------------------------------
 def test_merge_interleaves_by_time_and_continuations_inherit(tmp_path):
     now = time.time()
