@@ -7,8 +7,9 @@ from pages import _charts, _ui
 from rundash_core.charts.keytree import key_tree
 from rundash_core.charts.sections import covered_keys, sections_for
 from rundash_core.charts.series import series_index
+from rundash_core.charts.series import X_STEP
 from rundash_core.charts.view import key_groups, metric_charts, section_charts, x_choices
-from rundash_core.present import md_escape
+from rundash_core.present import md_code, md_escape
 
 MAX_CHARTS_PER_GROUP = 40
 TREE_DEPTH = 3  # train → env → all/effective; deeper paths share their level-3 heading
@@ -73,6 +74,18 @@ def group(index, node, x, opts) -> None:
         shown += len(keys)
 
 
+def marked_step(x: str) -> int | None:
+    """`?step=N` (a report's citation links here): that step is marked on the step-axis charts."""
+    raw = st.query_params.get("step")
+    step = int(raw) if raw and raw.strip().isdigit() else None
+    if raw and step is None:
+        st.caption(f"{md_code('step=' + raw[:40])} in the link is not a step number.")
+    elif step is not None:
+        where = "on every chart with a step axis" if x == X_STEP else "once the X axis is **step**"
+        st.caption(f"Step {step:,} (from the link) is marked {where}.")
+    return step
+
+
 run = _ui.current_run()
 if run is None:
     _ui.empty_state("No run selected.")
@@ -84,6 +97,7 @@ opts = dataclasses.replace(opts, resumes=tuple(_ui.read_or_stop(run.resume_steps
 with st.spinner("Reading the run's metrics…"):
     index = _ui.read_or_stop(lambda: series_index(run), f"the metrics of {run.name}")
 x = _charts.x_axis(x_choices(index), container=x_slot)
+opts = dataclasses.replace(opts, marked_step=marked_step(x))
 
 
 @st.fragment(run_every=None if paused else 5.0)

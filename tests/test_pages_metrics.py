@@ -228,3 +228,20 @@ def test_resumes_are_vertical_markers_on_step_charts(monkeypatch, demo_runs):
             assert marks == resumes, (kind, f["layout"]["title"]["text"])
         figs = figures(metrics_page(monkeypatch, folder, run_id, x="time")) if kind == "prime-rl" else []
         assert all(not f["layout"].get("shapes") for f in figs if "time" in f["layout"]["xaxis"]["title"]["text"])
+
+
+def test_a_step_in_the_link_is_marked_on_step_charts(monkeypatch, demo_runs):
+    """Reports cite steps as links to `metrics?step=N`: that step is marked on every step-axis
+    chart and named in a caption; a step that is not a number is said so and marks nothing."""
+    folder, runs = demo_runs
+    run_id, _ = run_of(runs, "prime-rl")
+    at = metrics_page(monkeypatch, folder, run_id, step="7")
+    figs = [f for f in figures(at) if f["layout"]["xaxis"]["title"]["text"] == "step"]
+    assert figs and any("Step 7 (from the link)" in c.value for c in at.caption)
+    for f in figs:
+        marks = [a["text"] for a in f["layout"].get("annotations", []) if a.get("text", "").startswith("step ")]
+        assert marks == ["step 7"], f["layout"]["title"]["text"]
+        assert 7 in [s["x0"] for s in f["layout"]["shapes"]]
+    bad = metrics_page(monkeypatch, folder, run_id, step="<b>x</b>")
+    assert any("is not a step number" in c.value for c in bad.caption)
+    assert not any(a.get("text", "").startswith("step ") for f in figures(bad) for a in f["layout"].get("annotations", []))

@@ -48,9 +48,11 @@ class ChartOptions:
     clip_outliers: bool = False
     max_points: int = MAX_POINTS
     resumes: tuple[int, ...] = ()  # steps where the run resumed: dotted vertical markers on step axes
+    marked_step: int | None = None  # a step a link points at (a report's citation): a marker on step axes
 
 
 RESUME_COLOR = "#9a9a9a"
+MARK_COLOR = "#d1242f"
 
 
 @dataclass
@@ -255,6 +257,13 @@ def _layout(title: str, kind: str, unit: str, opts: ChartOptions, series: list[S
         out["annotations"] = [{"x": s, "xref": "x", "y": 1, "yref": "paper", "text": "resumed", "showarrow": False,
                                "font": {"size": 9, "color": RESUME_COLOR}, "xanchor": "left", "yanchor": "top"}
                               for s in opts.resumes]
+    if kind == X_STEP and opts.marked_step is not None:
+        s = opts.marked_step
+        out.setdefault("shapes", []).append({"type": "line", "xref": "x", "yref": "paper", "x0": s, "x1": s, "y0": 0,
+                                             "y1": 1, "line": {"color": MARK_COLOR, "width": 1.5}})
+        out.setdefault("annotations", []).append({"x": s, "xref": "x", "y": 1, "yref": "paper", "text": f"step {s}",
+                                                  "showarrow": False, "font": {"size": 10, "color": MARK_COLOR},
+                                                  "xanchor": "right", "yanchor": "top"})
     return out
 
 
