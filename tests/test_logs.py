@@ -12,6 +12,7 @@ import pytest
 import rundash_core as rd
 from rundash_core import frames, logs, logtext, logview
 from rundash_core.present import abbrev_count
+from rundash_core.user_regex import compile_user_pattern
 
 from conftest import DATA, NEW_RUN, copy_run, make_rl_run
 
@@ -212,6 +213,25 @@ def test_regex_filter_runs_on_re2_and_a_bad_pattern_is_said(tmp_path):
     bad = logs.read_specs([spec(path)], tail=100, pattern="(?<=x)y")
     assert bad.empty and bad.attrs["error"].startswith("invalid regex")
     assert logtext.levels_at_least("WARNING") == ["WARNING", "ERROR", "CRITICAL"]
+
+
+@pytest.mark.parametrize("bad_utf8", [False, True])
+def test_a_filter_finds_exactly_the_lines_a_line_by_line_search_finds(tmp_path, bad_utf8):
+    """The block scan that picks a filter's lines agrees with searching each line alone, on
+    anchors, classes that could cross a newline, colour, torchrun prefixes, CR-LF, tqdm redraws,
+    NUL bytes and (a block that is not UTF-8) the line-by-line fallback."""
+    lines = [loguru("08:00:01", "INFO", "step 1"), "[default0]:" + loguru("08:00:02", "WARNING", "step 12 slow"),
+             "INFO plain step 3\r\n", "progress 10%\rprogress 90%\rINFO done step 4\n", "a\x00b step 5\n",
+             "zzz\n", "b at start\n", "ends with a\n", "INFO x" + ("\xff" if bad_utf8 else "y") + " step 6\n"]
+    data = "".join(lines).encode("latin-1" if bad_utf8 else "utf-8")
+    path = write(tmp_path / "f.log", data)
+    raws = data.split(b"\n")[:-1]
+    for text in (r"^INFO", r"step \d+$", r"a\sb", r"[^q]+z", r"^b", r"a$", r"step 1\b", r"done", r"\Azzz\z", "ab step",
+                 r"^08:00:02 WARN"):
+        pattern, error = compile_user_pattern(text)
+        want = [logtext.parse(r).text for r in raws if pattern.search(logtext.plain_text(r))]
+        got = logs.read_specs([spec(path)], tail=100, pattern=text)
+        assert list(got["text"]) == want and (want or text == r"a\sb"), text  # a\sb: only across a newline
 
 
 def test_line_formats():
