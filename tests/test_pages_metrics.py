@@ -245,3 +245,37 @@ def test_a_step_in_the_link_is_marked_on_step_charts(monkeypatch, demo_runs):
     bad = metrics_page(monkeypatch, folder, run_id, step="<b>x</b>")
     assert any("is not a step number" in c.value for c in bad.caption)
     assert not any(a.get("text", "").startswith("step ") for f in figures(bad) for a in f["layout"].get("annotations", []))
+
+
+def test_sessions_on_one_run_share_one_build_of_its_charts(monkeypatch, tmp_path):
+    """Two sessions showing the same section with the same options get the very same charts (one
+    build per index version); other options build their own; a grown run builds anew, with the
+    new point, and the old version's charts are not kept."""
+    import shutil
+
+    from rundash_core.charts.figures import ChartOptions
+    from rundash_core.charts.series import series_index
+    from rundash_core.charts.view import metric_charts, section_charts
+
+    src = next((Path(__file__).resolve().parent / "data" / "prime-rl").iterdir())
+    shutil.copytree(src, tmp_path / src.name, symlinks=True)
+    cache.shared.clear()
+    run = rd.open_run(tmp_path / src.name)
+    ov = run.overview()
+    index = series_index(run)
+    section = sections_for(run.kind, ov.flavor, index.metrics, train_envs=ov.train_envs, eval_envs=ov.eval_envs)[0]
+    first = section_charts(index, section, "step", ChartOptions())
+    again = section_charts(series_index(rd.open_run(tmp_path / src.name)), section, "step", ChartOptions())
+    assert first and again is first
+    assert section_charts(index, section, "step", ChartOptions(log_y=True)) is not first
+    keys = ["optim/grad_norm"]
+    assert metric_charts(index, keys, "step", ChartOptions()) is metric_charts(index, iter(keys), "step", ChartOptions())
+    step = int(index.series("optim/grad_norm", x="step")[0].x.max()) + 1
+    with open(tmp_path / src.name / "monitors" / "file" / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": step, "time": 1790300000.0, "optim/grad_norm": 123.5, "producer": "trainer"}) + "\n")
+    grown = series_index(run)
+    assert grown is not index
+    after = metric_charts(grown, keys, "step", ChartOptions())
+    assert after[0].series[-1].x[-1] == step and after[0].series[-1].y[-1] == 123.5
+    stale = [k for k in cache.shared._items if k[0] == "charts" and k[2] == tuple(keys)]
+    assert len(stale) == 1  # the older version's charts were replaced, not kept beside

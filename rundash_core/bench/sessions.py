@@ -50,6 +50,22 @@ def server_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def browser_cpu_s() -> float:
+    """User + system CPU seconds so far of every Chromium process on this machine (the bench's
+    browsers run on the server's cores: what they spend is not the server's)."""
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if not (proc / "comm").read_text().startswith(("chrom", "headless")):
+                continue
+            total += server_cpu_s(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return total
+
+
 def server_rss_mb(pid: int) -> tuple[float, float]:
     """(RSS now, peak RSS) of a process, in MB."""
     status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
@@ -110,20 +126,21 @@ def observe(sessions: list[Session], pid: int, window_s: float) -> dict:
     and the server's CPU seconds per refresh period."""
     drawn = [s for s in sessions if s.first_s is not None]
     before = {id(s): s.chart_state() for s in drawn}
-    cpu0, t0 = server_cpu_s(pid), time.perf_counter()
+    cpu0, browser0, t0 = server_cpu_s(pid), browser_cpu_s(), time.perf_counter()
     advanced: dict[int, float] = {}
     while time.perf_counter() - t0 < max(window_s, 2 * PERIOD_S + 1):
         for s in drawn:
             if id(s) not in advanced and s.chart_state() != before[id(s)]:
                 advanced[id(s)] = time.perf_counter() - t0
         (drawn or sessions)[0].page.wait_for_timeout(250)
-    elapsed, cpu = time.perf_counter() - t0, server_cpu_s(pid) - cpu0
+    elapsed, cpu, browser = time.perf_counter() - t0, server_cpu_s(pid) - cpu0, browser_cpu_s() - browser0
     within = [s for s in drawn if advanced.get(id(s), 1e9) <= 2 * PERIOD_S + 1]
     rss, peak = server_rss_mb(pid)
     return {"sessions": len(sessions), "drew": len(drawn), "advanced": len(within),
             "advance_s": [advanced.get(id(s)) for s in sessions], "first_s": [s.first_s for s in sessions],
             "errors": [s.error for s in sessions if s.error], "cpu_s": cpu, "window_s": elapsed,
-            "cpu_per_period_s": cpu / (elapsed / PERIOD_S), "rss_mb": rss, "peak_rss_mb": peak}
+            "cpu_per_period_s": cpu / (elapsed / PERIOD_S), "browser_cpu_per_period_s": browser / (elapsed / PERIOD_S),
+            "rss_mb": rss, "peak_rss_mb": peak}
 
 
 def overview_time(browser, url: str, timeout_s: float) -> float | None:
@@ -244,6 +261,8 @@ def build_report(r: dict) -> tuple[str, dict]:
         [f"server CPU per refresh period ({r['period_s']:g} s)", f"{one['cpu_per_period_s']:.2f} s",
          f"{many['cpu_per_period_s']:.2f} s", f"≤ {CPU_TARGET:g}× one",
          ("—" if c["cpu_ratio"] is None else f"{c['cpu_ratio']:.2f}× ") + pass_miss(c["cpu_ok"])],
+        [f"browsers' CPU per refresh period (same {os.cpu_count()} CPUs)", f"{one['browser_cpu_per_period_s']:.2f} s",
+         f"{many['browser_cpu_per_period_s']:.2f} s", "", ""],
         ["server RSS now / peak (MB)", f"{one['rss_mb']:,.0f} / {one['peak_rss_mb']:,.0f}",
          f"{many['rss_mb']:,.0f} / {many['peak_rss_mb']:,.0f}",
          f"≤ cache cap + one ({c['rss_limit_mb']:,.0f})", pass_miss(c["rss_ok"])],

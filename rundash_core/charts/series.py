@@ -6,6 +6,7 @@ contiguous slice afterwards, instead of a full-frame mask per key.
 """
 from __future__ import annotations
 
+import itertools
 import os
 
 from dataclasses import dataclass
@@ -43,11 +44,16 @@ class Series:
         return pd.DataFrame(cols)
 
 
+_TOKENS = itertools.count(1)
+
+
 class SeriesIndex:
     """The rows of each (metric, producer) of one tidy frame, found once and sliced per key."""
 
     def __init__(self, tidy: pd.DataFrame, *, t0: float | None = None):
         self.rows = len(tidy)
+        self.token = next(_TOKENS)  # this index's identity (charts built from it are cached by it)
+        self.source = None  # the run it indexes, when `series_index` built it (then charts are shared)
         metric = tidy["metric"]
         if not isinstance(metric.dtype, pd.CategoricalDtype):
             metric = metric.astype("category")
@@ -162,5 +168,11 @@ def series_index(run) -> SeriesIndex:
     """The index of a run's current metrics, shared through the process cache and rebuilt when the
     run's `metrics_version()` changes (its store grew or was re-read)."""
     version = run.metrics_version()  # before the frame: an index is never older than its stamp
-    return cache.shared.current(("series-index", os.path.realpath(run.path), run.run_id), version,
-                                lambda: SeriesIndex(run.metrics()), size=_index_size)
+    source = (os.path.realpath(run.path), run.run_id)
+
+    def build() -> SeriesIndex:
+        index = SeriesIndex(run.metrics())
+        index.source = source
+        return index
+
+    return cache.shared.current(("series-index", *source), version, build, size=_index_size)

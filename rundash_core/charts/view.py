@@ -135,13 +135,31 @@ def matched_keys(keys: list[str], shown: int = 3) -> str:
 
 def section_charts(index: SeriesIndex, section, x: str, opts: ChartOptions) -> list[Chart]:
     """The charts of one section (computed only when the page opens it): one per panel, or more
-    when a panel's series differ in magnitude (`panel_charts`)."""
-    return [chart for p in section.panels for chart in panel_charts(index, p, x, opts)]
+    when a panel's series differ in magnitude (`panel_charts`). Shared (`shared_charts`)."""
+    return shared_charts(index, section, x, opts,
+                         lambda: [chart for p in section.panels for chart in panel_charts(index, p, x, opts)])
 
 
 def metric_charts(index: SeriesIndex, keys: Iterable[str], x: str, opts: ChartOptions) -> list[Chart]:
-    """All-metrics mode: one chart per key (its producers as series)."""
-    return [panel_chart(index, key, [key], x, opts, unit=unit_of(key)) for key in keys]
+    """All-metrics mode: one chart per key (its producers as series). Shared (`shared_charts`)."""
+    keys = tuple(keys)
+    return shared_charts(index, keys, x, opts,
+                         lambda: [panel_chart(index, key, [key], x, opts, unit=unit_of(key)) for key in keys])
+
+
+def shared_charts(index: SeriesIndex, view, x: str, opts: ChartOptions, build) -> list[Chart]:
+    """Charts built once per index version and view, for every session showing them: twenty
+    people watching one live run cost one build per refresh, not twenty. Kept in the process cache
+    under the index's source (`series_index`) and replaced when a new version of the index comes;
+    an index of no source (built by hand) is not cached. The charts are read-only once built."""
+    if index.source is None:
+        return build()
+    return cache.shared.current(("charts", index.source, view, x, opts), index.token, build, size=_charts_size)
+
+
+def _charts_size(charts: list[Chart]) -> int:
+    """Bytes: each series' x, y and step arrays, held once by the series and once by the figure."""
+    return sum(2 * 24 * len(s) for c in charts for s in c.series) + 8192 * len(charts)
 
 
 def key_groups(node) -> list[tuple[str, list[str]]]:
