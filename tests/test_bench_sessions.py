@@ -43,12 +43,14 @@ def test_two_sessions_on_the_live_run(tmp_path, capsys):
         assert m["cpu_per_period_s"] == pytest.approx(m["cpu_s"] / (m["window_s"] / bench.PERIOD_S))
         assert m["advanced"] == sum(a is not None and a <= 2 * bench.PERIOD_S + 1 for a in m["advance_s"])
         assert 0 < m["rss_mb"] <= m["peak_rss_mb"]
+        assert m["browser_cpu_per_period_s"] > 0  # drawing charts costs the browsers CPU too
     assert c["cpu_ratio"] == pytest.approx(many["cpu_per_period_s"] / one["cpu_per_period_s"])
     assert c["cpu_ok"] == (c["cpu_ratio"] <= bench.CPU_TARGET)
     assert r["url"] == "/metrics?run=" + quote(r["live_run"], safe="")
     assert r["hostile"]["health_s"] is not None  # the server answered while a session ran the regex
     assert r["overview_base_s"] is not None and r["overview_base_s"] > 0
-    for row in ("sessions that drew a chart", "server CPU per refresh period", "server RSS", "health check after"):
+    for row in ("sessions that drew a chart", "server CPU per refresh period", "browsers' CPU per refresh period",
+                "server RSS", "health check after"):
         assert row in printed
     assert ("PASS" in printed or "MISS" in printed)
 
@@ -56,7 +58,8 @@ def test_two_sessions_on_the_live_run(tmp_path, capsys):
 def _made_up(cpu_one: float, cpu_many: float, peak: float, health: float | None) -> dict:
     def obs(n, cpu):
         return {"sessions": n, "drew": n, "advanced": n, "advance_s": [1.0] * n, "first_s": [2.0] * n, "errors": [],
-                "cpu_s": cpu * 3, "window_s": 15.0, "cpu_per_period_s": cpu, "rss_mb": peak, "peak_rss_mb": peak}
+                "cpu_s": cpu * 3, "window_s": 15.0, "cpu_per_period_s": cpu, "browser_cpu_per_period_s": 1.0,
+                "rss_mb": peak, "peak_rss_mb": peak}
     return {"sessions": 20, "url": "/metrics?run=x", "live_run": "x", "period_s": 5.0, "cache_cap_mb": 100.0,
             "one": obs(1, cpu_one) | {"peak_rss_mb": 50.0, "rss_mb": 50.0}, "many": obs(20, cpu_many),
             "open_all_s": 30.0, "overview_base_s": 1.0, "hostile": {"health_s": health, "overview_s": 2.5}}
@@ -68,3 +71,14 @@ def test_verdicts():
     assert "3.80× PASS" in text and "20/20" in text
     _, c = bench.build_report(_made_up(0.5, 2.1, 151.0, None))  # 4.2×; over cap + one; no health answer
     assert not c["cpu_ok"] and not c["rss_ok"] and not c["health_ok"]
+
+
+def test_the_crowd_browser_runs_at_the_lowest_priority(tmp_path):
+    """The N sessions' browser is launched through a wrapper that execs it niced: what it runs
+    (here `sh -c`) gets niceness 19 and every argument unchanged."""
+    launcher = bench.niced("/bin/sh", tmp_path)
+    import subprocess
+
+    out = subprocess.run([launcher, "-c", 'echo "$1"; cut -d" " -f19 /proc/self/stat', "sh", "a b"],
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "a b" and int(out[1]) == 19
