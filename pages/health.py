@@ -15,27 +15,40 @@ if run is None:
     _ui.empty_state("No run selected.")
     st.stop()
 
-now = time.time()
-signals = _ui.read_or_stop(lambda: Signals.from_run(run, now=now), f"the metrics of {run.run_id}")
-findings = health(signals)
-state = health_state(findings)
+REFRESH_S = 30.0  # health rules read minutes of metrics: a refresh per half-minute is enough
+live = run.overview().status == "running"
 
-st.markdown(f"## Health · :{STATE_COLOR[state]}[{state}]")
-st.caption("Rule-based checks over the run's metrics: alive / stalled, stability (entropy, grad-norm and loss "
-           "spikes, mismatch KL, NaN), progress (reward, validation, lengths, truncation, errors, no-signal "
-           "groups) and performance (who waits on whom, staleness, MFU).")
-if findings:
-    table = findings_frame(findings)
-    st.dataframe(table, hide_index=True, width="stretch", height=table_height(len(table)),
-                 column_config={"message": st.column_config.TextColumn("message", width="large")})
-else:
-    st.success("No findings: every rule passed on the metrics this run logged.")
 
-st.markdown("### Check-in")
-st.caption("The monitor-run entry for this moment, ready to append to the run's STATUS.md (rundash never "
-           "writes into a run directory).")
-entry = checkin_markdown(signals, findings, problems=_ui.run_problems(run), now=now)
-st.code(entry, language="markdown", wrap_lines=True)
-stamp = time.strftime("%Y%m%d-%H%M", time.gmtime(now))
-st.download_button("Download check-in (.md)", entry, file_name=f"checkin-{run.run_id}-{stamp}.md",
-                   mime="text/markdown", key="checkin_download", icon=":material/download:")
+@st.fragment(run_every=REFRESH_S if live else None)
+def health_view() -> None:
+    """The findings and the check-in entry as of now; re-read every REFRESH_S while the run runs."""
+    now = time.time()
+    signals = _ui.read_or_stop(lambda: Signals.from_run(run, now=now), f"the metrics of {run.run_id}")
+    findings = health(signals)
+    state = health_state(findings)
+
+    st.markdown(f"## Health · :{STATE_COLOR[state]}[{state}]")
+    as_of = time.strftime("%H:%M:%S", time.localtime(now))
+    st.caption("Rule-based checks over the run's metrics: alive / stalled, stability (entropy, grad-norm and loss "
+               "spikes, mismatch KL, NaN), progress (reward, validation, lengths, truncation, errors, no-signal "
+               "groups) and performance (who waits on whom, staleness, MFU). "
+               + (f"As of {as_of}; re-checked every {REFRESH_S:.0f} s while the run is running." if live
+                  else f"As of {as_of}."))
+    if findings:
+        table = findings_frame(findings)
+        st.dataframe(table, hide_index=True, width="stretch", height=table_height(len(table)),
+                     column_config={"message": st.column_config.TextColumn("message", width="large")})
+    else:
+        st.success("No findings: every rule passed on the metrics this run logged.")
+
+    st.markdown("### Check-in")
+    st.caption("The monitor-run entry for this moment, ready to append to the run's STATUS.md (rundash never "
+               "writes into a run directory).")
+    entry = checkin_markdown(signals, findings, problems=_ui.run_problems(run), now=now)
+    st.code(entry, language="markdown", wrap_lines=True)
+    stamp = time.strftime("%Y%m%d-%H%M", time.gmtime(now))
+    st.download_button("Download check-in (.md)", entry, file_name=f"checkin-{run.run_id}-{stamp}.md",
+                       mime="text/markdown", key="checkin_download", icon=":material/download:")
+
+
+health_view()

@@ -100,3 +100,12 @@ def test_health_page_on_every_kind(monkeypatch, demo_runs):
         entry = next(c.value for c in at.code if c.value.startswith("## "))
         state = fields(entry)["Health"]
         assert any(m.value.startswith("## Health") and state in m.value for m in at.markdown)
+
+
+def test_health_page_re_checks_a_running_run_only(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    for status, live in (("running", True), ("completed", False)):
+        run_id = runs[runs["status"] == status].iloc[0]["run_id"]
+        at = open_page(monkeypatch, folder, "pages/health.py", {"run": run_id})
+        caption = next(c.value for c in at.caption if c.value.startswith("Rule-based checks"))
+        assert "As of " in caption and ("re-checked every 30 s while the run is running" in caption) == live, status
