@@ -7,10 +7,11 @@ it holds enough lines; with a filter it stops after SCAN_BYTES per file, and say
 the bytes appended since the offsets it is given. A torn last line (a writer mid-line) is left out
 until its newline comes or the file has been still for `bytetail.SETTLE_S`.
 
-Lines are parsed by `logtext`; a line without a level or time of its own (a traceback) takes those
-of the line before it in its file. Dates: loguru writes only `HH:MM:SS` (local time), vLLM
-`MM-DD HH:MM:SS`; the date is the file's mtime, stepping back a day each time the clock goes
-backwards reading downward (counted back from the end of what was read).
+A filter picks its lines of a block in one scan (`logblocks`). Lines are parsed by `logtext`; a
+line without a level or time of its own (a traceback) takes those of the line before it in its
+file. Dates: loguru writes only `HH:MM:SS` (local time), vLLM `MM-DD HH:MM:SS`; the date is the
+file's mtime, stepping back a day each time the clock goes backwards reading downward (counted
+back from the end of what was read).
 
 Every read counts its bytes in `counter` (and `frame.attrs["bytes_read"]`): the benchmark and the
 tests use it to prove a read touched only a range.
@@ -18,7 +19,6 @@ tests use it to prove a read touched only a range.
 from __future__ import annotations
 
 import heapq
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import logtext
+from . import logblocks, logtext
 from .io.bytetail import SETTLE_S
 from .io.files import describe_unreadable, file_id, open_file
 from .redact import redact_text
@@ -137,12 +137,13 @@ def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=Non
     """The last `tail` lines of the given logs merged by time (`frames.LOG_LINES`).
 
     `before`: an offset (or {path: offset}) to page older lines, ending there; `after`:
-    {path: offset} to read only what was appended since, and `seen` (the `versions` of that read) to
-    tell a file replaced or rewritten in place since, even at the same size. `pattern` (RE2, case-insensitive) is
-    searched in the text without colour; `levels` and `actors` keep lines of those only.
-    `frame.attrs`: `older` {path: offset to pass as `before` next}, `ends` {path: offset to pass
-    as `after` next}, `versions` {path: version to pass as `seen` next}, `bytes_read`, `problems` (Problems of unreadable files), `reset` (a followed
-    file shrank or was replaced: the frame is a fresh tail), `error` (an invalid pattern)."""
+    {path: offset} to read only what was appended since, and `seen` (the `versions` of that read)
+    to tell a file replaced or rewritten in place since, even at the same size. `pattern` (RE2,
+    case-insensitive) is searched in the text without colour; `levels` and `actors` keep lines of
+    those only. `frame.attrs`: `older` {path: offset to pass as `before` next}, `ends` {path:
+    offset to pass as `after` next}, `versions` {path: version to pass as `seen` next},
+    `bytes_read`, `problems` (Problems of unreadable files), `reset` (a followed file shrank or was
+    replaced: the frame is a fresh tail), `error` (an invalid pattern)."""
     compiled, error = compile_user_pattern(pattern or "")
     filters = Filters(NOTHING if error else compiled, frozenset(levels) if levels else None,
                       frozenset(actors) if actors is not None else None)
@@ -244,13 +245,13 @@ def _walk_back(fh, spec: LogSpec, end: int, want: int, filters: Filters, scan_by
         else:
             carry, first = b"", 0
         if grep_only:  # only lines the pattern finds are parsed
-            raw = [(offset, logtext.parse(line)) for offset, line in _grep(data, first, filters.pattern)]
+            raw = [(offset, logtext.parse(line)) for offset, line in logblocks.grep_lines(data, first, filters.pattern)]
             kept += sum(1 for _, line in raw if _may_keep(spec, line, filters))
         elif filtering:
-            raw = [(offset, logtext.parse(line)) for offset, line in _split(data, first)]
+            raw = [(offset, logtext.parse(line)) for offset, line in logblocks.split_lines(data, first)]
             kept += sum(1 for _, line in raw if _may_keep(spec, line, filters))
         else:
-            raw = _split(data, first)
+            raw = logblocks.split_lines(data, first)
             kept += len(raw)
         chunks.append(raw)
         pos = first
@@ -296,43 +297,9 @@ def _appended(spec: LogSpec, offset: int, seen: tuple | None, want: int, filters
     if not data.endswith(b"\n") and time.time() - fid.mtime < SETTLE_S:
         data = data[: data.rfind(b"\n") + 1]  # a torn last line waits for its newline
     w = Window(spec, offset, offset + len(data), mtime=fid.mtime, version=_version(fid))
-    _finish(w, [(o, logtext.parse(line)) for o, line in _split(data, offset)], filters)
+    _finish(w, [(o, logtext.parse(line)) for o, line in logblocks.split_lines(data, offset)], filters)
     w.keep_last(want)
     return w, False
-
-
-def _split(data: bytes, first: int) -> list:
-    """(offset, raw line) of each line of `data`, which starts at file offset `first`."""
-    parts = data.split(b"\n")
-    if parts[-1] == b"":
-        parts.pop()
-    out, pos = [], first
-    for raw in parts:
-        out.append((pos, raw))
-        pos += len(raw) + 1
-    return out
-
-
-def _grep(data: bytes, first: int, pattern) -> list:
-    """(offset, raw line) of the lines of `data` (from file offset `first`) the pattern may find:
-    every line it finds, picked by one RE2 scan of the whole block without colour (instead of one
-    search per line), plus lines with a carriage return, whose block text holds every tqdm redraw.
-    `Filters.keeps` then checks each line alone."""
-    plain = logtext.plain_block(data)
-    hits = pattern.line_hits(plain) if plain is not None else None
-    if hits is None:  # not UTF-8, or a pattern anchored at the text's ends: line by line
-        return [(o, raw) for o, raw in _split(data, first) if pattern.search(logtext.plain_text(raw))]
-    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
-    if not data.endswith(b"\n"):
-        ends = np.append(ends, len(data))
-    rows = set(np.searchsorted(np.flatnonzero(np.frombuffer(plain, np.uint8) == 10), hits).tolist())
-    if b"\r" in plain:
-        rows.update(np.searchsorted(ends, [m.start() for m in re.finditer(rb"\r", data)]).tolist())
-    out = []
-    for i in sorted(r for r in rows if r < len(ends)):
-        start = int(ends[i - 1]) + 1 if i else 0
-        out.append((first + start, data[start:int(ends[i])]))
-    return out
 
 
 def _may_keep(spec: LogSpec, line: logtext.LogLine, filters: Filters) -> bool:

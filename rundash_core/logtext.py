@@ -101,28 +101,6 @@ def plain_text(raw: bytes) -> str:
     return ANSI.sub("", text) if "\x1b" in text else text
 
 
-_TORCHRUN_LINE = re.compile(rb"^\[[A-Za-z_]*\d+\]:", re.M)
-_ANSI_BYTES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]")
-
-
-def plain_block(data: bytes) -> bytes | None:
-    """Lines of bytes as a filter sees each of them (`plain_text`: NULs, torchrun prefixes,
-    colour and a CR-LF's CR cut), still one line per line; None when they are not valid UTF-8
-    (then each line is decoded alone). A line with another carriage return (tqdm's redraws) keeps
-    every redraw here: `plain_text` keeps the last."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if b"\x00" in data:
-        data = data.replace(b"\x00", b"")
-    if b"\r\n" in data:
-        data = data.replace(b"\r\n", b"\n")
-    if b"]:" in data:
-        data = _TORCHRUN_LINE.sub(b"", data)
-    return _ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data
-
-
 def parse(raw: bytes) -> LogLine:
     """One line of any of the formats above (each pattern tried only where its first character
     fits: most lines cost one or two regex calls)."""
