@@ -141,7 +141,7 @@ def test_tokens_table_for_a_run_with_token_data(monkeypatch):
     run = rd.open_run(path, run_id=run_id)
     sid, ep = next((s, e) for s in run.samples()["sample_id"]
                    if isinstance((e := run.episode(s)).tokens, pd.DataFrame) and not e.tokens.empty)
-    at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid})
+    at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid, "tokens": "true"})
     assert any(e.label.startswith("Tokens") for e in at.expander)
     assert any(len(d.value) == min(len(ep.tokens), 2000) and list(d.value.columns) == list(ep.tokens.columns)
                for d in at.dataframe)
