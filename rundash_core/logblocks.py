@@ -14,6 +14,8 @@ import numpy as np
 
 from . import logtext
 
+MAX_LINE = 1 << 20  # a longer line is shown as its first and last LONG_LINE_SHOWN bytes
+LONG_LINE_SHOWN = 64 << 10
 TORCHRUN_LINE = re.compile(rb"^\[[A-Za-z_]*\d+\]:", re.M)
 ANSI_BYTES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]")
 
@@ -36,14 +38,26 @@ def plain_block(data: bytes) -> bytes | None:
     return ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data
 
 
+def shown(raw: bytes, *, size: int | None = None) -> bytes:
+    """A line as the reader keeps it: whole up to MAX_LINE bytes; a longer one (a dumped tensor, a
+    batch printed whole), of `size` bytes, as its first and last LONG_LINE_SHOWN bytes around a
+    note of what is left out (the head keeps its time and level)."""
+    size = len(raw) if size is None else size
+    if size <= MAX_LINE:
+        return raw
+    note = f" … [{size / 2**20:,.1f} MB line: its middle is not shown] … "
+    return raw[:LONG_LINE_SHOWN] + note.encode() + raw[-LONG_LINE_SHOWN:]
+
+
 def split_lines(data: bytes, first: int) -> list:
-    """(offset, raw line) of each line of `data`, which starts at file offset `first`."""
+    """(offset, raw line) of each line of `data`, which starts at file offset `first` (a line
+    longer than MAX_LINE as `shown`)."""
     parts = data.split(b"\n")
     if parts[-1] == b"":
         parts.pop()
     out, pos = [], first
     for raw in parts:
-        out.append((pos, raw))
+        out.append((pos, raw if len(raw) <= MAX_LINE else shown(raw)))
         pos += len(raw) + 1
     return out
 
@@ -66,5 +80,5 @@ def grep_lines(data: bytes, first: int, pattern) -> list:
     out = []
     for i in sorted(r for r in rows if r < len(ends)):
         start = int(ends[i - 1]) + 1 if i else 0
-        out.append((first + start, data[start:int(ends[i])]))
+        out.append((first + start, shown(data[start:int(ends[i])])))
     return out

@@ -213,17 +213,18 @@ def _tail(spec: LogSpec, before: int | None, want: int, filters: Filters, scan_b
         return Window(spec, 0, 0, problem=describe_unreadable(spec.real) or str(e))
 
 
-def _line_start(fh, at: int) -> int:
-    """The start of the line holding byte `at` (`at` itself when a line starts there)."""
+def _line_start(fh, at: int, *, limit: int | None = None) -> int:
+    """The start of the line holding byte `at` (`at` itself when a line starts there); looked for
+    at most `limit` bytes back (a file of NULs has no lines: then where the search stopped)."""
     pos, size = at, 1  # `at` is a line start when the byte before it is a newline: one byte read
-    while pos > 0:
+    while pos > 0 and (limit is None or at - pos < limit):
         start = max(0, pos - size)
         data = _read(fh, start, pos)
         i = data.rfind(b"\n")
         if i >= 0:
             return start + i + 1
         pos, size = start, min(max(size * 8, 4096), MAX_BLOCK)
-    return 0
+    return pos
 
 
 def _walk_back(fh, spec: LogSpec, end: int, want: int, filters: Filters, scan_bytes: int, mtime: float) -> Window:
@@ -232,18 +233,21 @@ def _walk_back(fh, spec: LogSpec, end: int, want: int, filters: Filters, scan_by
     level of a continuation line."""
     filtering = filters.active or spec.only is not None
     grep_only = filters.pattern is not None and filters.levels is None and spec.only is None
-    pos, carry, block, chunks, kept = end, b"", BLOCK, [], 0
+    pos, carry, block, chunks, kept, first = end, b"", BLOCK, [], 0, end  # pos: where the next read ends
     while pos > 0 and kept < want and end - pos < scan_bytes:
         start = max(0, pos - block)
         data = _read(fh, start, pos) + carry
+        carry = b""
         if start > 0:
-            cut = data.find(b"\n") + 1
-            if cut == 0:  # one line longer than the block: read on back
+            cut = data.find(b"\n") + 1  # the first line began before `start`: the next block completes it
+            if cut in (0, len(data)) and len(data) <= logblocks.MAX_LINE:  # no line starts in the block: read on back
                 carry, pos, block = data, start, min(block * 2, MAX_BLOCK)
                 continue
-            carry, data, first = data[:cut], data[cut:], start + cut
-        else:
-            carry, first = b"", 0
+            if cut in (0, len(data)):  # a line longer than logblocks.MAX_LINE: its start is found, its middle not kept
+                start, data = _long_line(fh, start, data, scan_bytes)
+            else:
+                carry, data, start = data[:cut], data[cut:], start + cut
+        first, pos = start, start - len(carry)
         if grep_only:  # only lines the pattern finds are parsed
             raw = [(offset, logtext.parse(line)) for offset, line in logblocks.grep_lines(data, first, filters.pattern)]
             kept += sum(1 for _, line in raw if _may_keep(spec, line, filters))
@@ -254,19 +258,28 @@ def _walk_back(fh, spec: LogSpec, end: int, want: int, filters: Filters, scan_by
             raw = logblocks.split_lines(data, first)
             kept += len(raw)
         chunks.append(raw)
-        pos = first
         block = min(block * 2, MAX_BLOCK)
     lines = [x for chunk in reversed(chunks) for x in chunk]
     if not filtering:
         context = max(0, len(lines) - want - CONTEXT_LINES)
         lines = [(offset, logtext.parse(line)) for offset, line in lines[context:]]
-        pos = lines[0][0] if context and lines else pos
-    w = Window(spec, pos, end, mtime=mtime)
+        first = lines[0][0] if context and lines else first
+    w = Window(spec, first, end, mtime=mtime)
     _finish(w, lines, filters, inherit=not grep_only)
     if len(w.lines) > want:  # the next older page ends at the first line kept
         w.start = w.lines[-want][0]
         w.keep_last(want)
     return w
+
+
+def _long_line(fh, start: int, tail: bytes, limit: int) -> tuple[int, bytes]:
+    """A line longer than `logblocks.MAX_LINE` (a dumped tensor, a batch printed whole) of which
+    `tail`, from `start` to the line's end, is read: (where the line starts, looked for at most
+    `limit` bytes back; the line as shown, `logblocks.shown`)."""
+    line_start = _line_start(fh, start, limit=limit)
+    head = _read(fh, line_start, min(start, line_start + logblocks.LONG_LINE_SHOWN))
+    body = tail[:-1] if tail.endswith(b"\n") else tail
+    return line_start, logblocks.shown(head + body, size=start - line_start + len(body)) + tail[len(body):]
 
 
 def _version(fid) -> tuple:

@@ -140,6 +140,43 @@ def test_load_older_pages_back_without_gap_or_overlap(tmp_path):
     assert oldest.attrs["older"][str(path)] == 0 and list(oldest["text"]) == lines[:len(oldest)]
 
 
+def test_a_tail_across_many_blocks_holds_each_line_once_and_whole(tmp_path):
+    """Lines of every length across the 256 KB → 4 MB blocks of a walk back: the tail is the
+    file's lines exactly (no line cut at a block's edge, none twice), each byte read once, and the
+    page before it ends where it starts."""
+    path = tmp_path / "trainer.log"
+    lines = [f"12:{i // 60 % 60:02d}:{i % 60:02d} INFO line {i} " + "p" * (i * 7 % 97) for i in range(60_000)]
+    write(path, "\n".join(lines) + "\n", mtime=time.time() - 60)
+    tail = logs.read_specs([spec(path)], tail=50_000)
+    assert list(tail["text"]) == lines[-50_000:]
+    assert tail.attrs["bytes_read"] <= path.stat().st_size
+    older = logs.read_specs([spec(path)], tail=50_000, before=tail.attrs["older"])
+    assert list(older["text"]) == lines[:-50_000] and older.attrs["older"] == {str(path): 0}
+
+
+def test_a_line_of_megabytes_is_shown_once_by_its_ends(tmp_path):
+    """A 6 MB line (a tensor printed whole) between short ones: one line, its head (time, level)
+    and its end around a note of its size, the lines before it still shown; a filter finds it by
+    its head; one appended while followed is cut the same way."""
+    path = tmp_path / "trainer.log"
+    before = [loguru(f"08:00:{i:02d}", "INFO", f"line {i}") for i in range(30)]
+    huge = "08:01:00 WARNING batch " + "x" * (6 << 20) + " END\n"
+    write(path, "".join(before) + huge + loguru("08:02:00", "INFO", "after"), mtime=time.time() - 60)
+    frame = logs.read_specs([spec(path)], tail=100)
+    assert len(frame) == 32 and frame["text"].iloc[31].endswith("after\x1b[0m\x1b[0m")
+    long = frame.iloc[30]
+    assert long["level"] == "WARNING" and long["time"] > frame["time"].iloc[29]
+    assert long["text"].startswith("08:01:00 WARNING batch xxx") and long["text"].endswith("xxx END")
+    assert "6.0 MB line: its middle is not shown" in long["text"] and len(long["text"]) < 200_000
+    assert frame.attrs["bytes_read"] < path.stat().st_size + 200_000
+    found = logs.read_specs([spec(path)], tail=100, pattern="WARNING batch")
+    assert len(found) == 1 and found["offset"].iloc[0] == long["offset"]
+    with open(path, "a") as fh:
+        fh.write("08:03:00 ERROR dump " + "y" * (3 << 20) + "\n")
+    new = logs.read_specs([spec(path)], tail=100, after=frame.attrs["ends"])
+    assert list(new["level"]) == ["ERROR"] and "3.0 MB line" in new["text"].item() and len(new["text"].item()) < 200_000
+
+
 def test_follow_reads_only_appended_bytes_and_holds_a_torn_line(tmp_path):
     path = tmp_path / "orchestrator.log"
     write(path, loguru("08:00:00", "INFO", "start"))
