@@ -455,3 +455,50 @@ def test_garbage_index_lines_are_skipped_and_named(tmp_path):
     index.write_bytes(b"".join(lines))  # rewritten clean: the problem goes with the next listing
     run.samples()
     assert not [p for p in run.problems() if p.path.endswith("stream.index.jsonl")]
+
+
+def test_a_growing_index_is_parsed_from_where_the_last_read_ended(tmp_path):
+    """A live index: a refresh parses only the complete lines appended since (`keep` is called for
+    them alone), a torn last line waits for its newline and is then read once, a bad line is
+    counted; a file replaced (even at the same size) or rewritten in place is parsed again whole."""
+    import os
+
+    from rundash_core.sources import prime_rl_lines
+
+    path = tmp_path / "stream.index.jsonl"
+    seen = []
+
+    def read():
+        return prime_rl_lines.objects(str(path), "test-index", lambda off, n, row: seen.append(off) or (off, row["i"]))
+
+    def row(i):
+        return json.dumps({"i": i, "pad": "x" * (i % 5)}) + "\n"
+
+    path.write_text("".join(row(i) for i in range(100)))
+    assert [i for _, i in read()] == list(range(100)) and len(seen) == 100
+    seen.clear()
+    with open(path, "a") as fh:
+        fh.write(row(100) + "not json\n" + row(101) + '{"i": 10')  # a torn last line
+    got = read()
+    assert [i for _, i in got] == list(range(102)) and len(seen) == 2
+    assert got[100][0] == len("".join(row(i) for i in range(100)))  # offsets are the file's
+    real = os.path.realpath(path)
+    assert prime_rl_lines.BAD_LINES[real] == (1, 102)
+    seen.clear()
+    with open(path, "a") as fh:
+        fh.write("2}\n")
+    assert [i for _, i in read()] == [*range(102), 102] and len(seen) == 1
+    size = path.stat().st_size
+    other = tmp_path / "other.jsonl"
+    text = "".join(row(i + 500) for i in range(103))
+    other.write_text(text + " " * (size - len(text)) if len(text) < size else text)
+    os.replace(other, path)  # another file at the path
+    seen.clear()
+    assert [i for _, i in read()] == [i + 500 for i in range(103)] and len(seen) == 103
+    assert real not in prime_rl_lines.BAD_LINES
+    with open(path, "r+") as fh:  # the last line rewritten in place, nothing appended
+        fh.seek(path.stat().st_size - len(row(602)))
+        fh.write(row(907))
+    os.utime(path, ns=(path.stat().st_mtime_ns + 10**9,) * 2)
+    seen.clear()
+    assert [i for _, i in read()][-2:] == [601, 907] and len(seen) == 103

@@ -5,6 +5,7 @@ read by its offset (plain chunk by byte seek, sealed chunk through its seek tabl
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import orjson
 
@@ -50,36 +51,79 @@ def _read_to_newline(fh) -> bytes:
     return b"".join(parts)
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    """What a JSON-lines file gave so far: the kept objects, where its complete lines end (a torn
+    last line waits for its newline), its lines that are not objects, and its last bytes read (if
+    they are unchanged, the file only grew)."""
+
+    end: int
+    items: list
+    lines: int = 0
+    bad: int = 0
+    first_bad: int | None = None
+    checkpoint: bytes = b""
+
+
+CHECKPOINT = 64
+
+
 def objects(path: str, what: str, keep) -> list:
     """`keep(offset, length with the newline, object)` of every complete JSON-object line of a file
-    (a torn last line is left out), parsed once per version of the file (shared cache, under
-    `what`): only what `keep` returns is kept."""
+    (a torn last line is left out), shared under `what`. A file that grew is read from where the
+    last read ended (a live index of 70k episodes costs its new lines, not a re-parse); one
+    replaced, truncated or rewritten in its last bytes is read again whole. Only what `keep`
+    returns is kept."""
     fid = file_id(path)
     if fid is None:
         return []
+    key = (what, os.path.realpath(path))
+    have = cache.shared.peek(key)
+    parsed = cache.shared.current(key, fid, lambda: _parse(path, fid, keep, have), size=lambda v: _sampled_size(v.items))
+    if parsed is None:
+        return []
+    if parsed.bad:
+        BAD_LINES[key[1]] = (parsed.bad, parsed.first_bad)
+    else:
+        BAD_LINES.pop(key[1], None)
+    return parsed.items
 
-    def parse():
+
+def _parse(path: str, fid, keep, have) -> _Parsed:
+    """The file's complete lines parsed on from the last read (`have`: (its file id, `_Parsed`))."""
+    before = have[1] if have is not None and _only_grew(path, fid, have) else _Parsed(0, [])
+    with open_file(path) as fh:
+        fh.seek(before.end)
+        data = fh.read(max(0, fid.size - before.end))
+    items, pos, line, bad, first = [], 0, before.lines, before.bad, before.first_bad
+    while (end := data.find(b"\n", pos)) >= 0:
+        line += 1
+        try:
+            obj = orjson.loads(data[pos:end])
+        except orjson.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            items.append(keep(before.end + pos, end + 1 - pos, obj))
+        elif data[pos:end].strip():
+            bad, first = bad + 1, first or line
+        pos = end + 1
+    checkpoint = (before.checkpoint + data[:pos])[-CHECKPOINT:]
+    return _Parsed(before.end + pos, before.items + items if before.items else items, line, bad, first, checkpoint)
+
+
+def _only_grew(path: str, fid, have) -> bool:
+    """Is the file the one last read, grown or not, with the bytes last read intact?"""
+    old_fid, parsed = have
+    if old_fid is None or not fid.same_file(old_fid) or fid.size < parsed.end:
+        return False
+    if parsed.end == 0:
+        return True
+    try:
         with open_file(path) as fh:
-            data = fh.read(fid.size)
-        out, pos, bad, first, line = [], 0, 0, None, 0
-        while (end := data.find(b"\n", pos)) >= 0:
-            line += 1
-            try:
-                obj = orjson.loads(data[pos:end])
-            except orjson.JSONDecodeError:
-                obj = None
-            if isinstance(obj, dict):
-                out.append(keep(pos, end + 1 - pos, obj))
-            elif data[pos:end].strip():
-                bad, first = bad + 1, first or line
-            pos = end + 1
-        real = os.path.realpath(path)
-        if bad:
-            BAD_LINES[real] = (bad, first)
-        else:
-            BAD_LINES.pop(real, None)
-        return out
-    return cache.shared.current((what, os.path.realpath(path)), fid, parse, size=_sampled_size)
+            fh.seek(parsed.end - len(parsed.checkpoint))
+            return fh.read(len(parsed.checkpoint)) == parsed.checkpoint
+    except OSError:
+        return False
 
 
 # real path -> (complete lines that are not a JSON object, the first one's line number), as last parsed
