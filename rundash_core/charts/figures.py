@@ -263,7 +263,7 @@ def _layout(title: str, kind: str, unit: str, opts: ChartOptions, series: list[S
                                              "y1": 1, "line": {"color": MARK_COLOR, "width": 1.5}})
         out.setdefault("annotations", []).append({"x": s, "xref": "x", "y": 1, "yref": "paper", "text": f"step {s}",
                                                   "showarrow": False, "font": {"size": 10, "color": MARK_COLOR},
-                                                  "xanchor": "right", "yanchor": "top"})
+                                                  "xanchor": "left", "yanchor": "top"})
     return out
 
 

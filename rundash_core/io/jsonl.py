@@ -38,6 +38,16 @@ class LineProblems:
         self.counts.clear()
         self.first_line.clear()
 
+    def discard(self, other: "LineProblems") -> None:
+        """Take back what `other` added (a last line read before its end, now read again whole)."""
+        for what, n, _line in other.items():
+            left = self.counts.get(what, 0) - n
+            if left > 0:
+                self.counts[what] = left
+            else:
+                self.counts.pop(what, None)
+                self.first_line.pop(what, None)
+
     def items(self):
         for what, n in self.counts.items():
             yield what, n, self.first_line[what]
@@ -136,18 +146,36 @@ class JsonlTail(ByteTail):
         super().__init__(path)
         self.lines = 0
         self.problems = LineProblems()
+        self._held_problems = LineProblems()  # what a last line without its newline added
 
     def poll(self) -> TailResult | None:
-        """Parse appended complete lines. None when nothing changed (or the file is missing)."""
+        """Parse appended complete lines. None when nothing changed (or the file is missing).
+        A last line read before its end and then read again whole keeps its line number, and its
+        problems are counted once (the rows, read twice, merge: the later wins)."""
         new = self.read_lines()
         if new is None:
             return None
         if new.reset:
             self.lines = 0
             self.problems.clear()
+        elif new.redo:
+            self.lines -= 1
+            self.problems.discard(self._held_problems)
+        self._held_problems = LineProblems()
         parsed = parse_jsonl_bytes(new.lines, self.problems, first_line=self.lines + 1)
         self.lines += parsed.nlines
+        if new.held:
+            self._held_problems = _line_problems(new.lines[new.lines.rfind(b"\n") + 1:], self.lines)
         return TailResult(parsed, new.reset)
+
+
+def _line_problems(raw: bytes, line_no: int) -> LineProblems:
+    """The problems one line adds (as `parse_jsonl_bytes` counts them)."""
+    problems = LineProblems()
+    row = _lenient(raw, problems, line_no)
+    if row is not _SKIP and type(row) is not dict:
+        problems.add("not a JSON object", line_no)
+    return problems
 
 
 def read_located_object(locator: str, *, sample: str) -> dict:
@@ -158,9 +186,12 @@ def read_located_object(locator: str, *, sample: str) -> dict:
 
     path, offset, length = parse_line_locator(locator)
     try:
-        record = orjson.loads(read_range(path, offset, offset + length))
-    except (OSError, orjson.JSONDecodeError) as e:
+        raw = read_range(path, offset, offset + length)
+    except OSError as e:
         raise KeyError(f"{sample} cannot be read ({e})") from e
-    if not isinstance(record, dict):
-        raise KeyError(f"{sample} is not a JSON object")
+    problems = LineProblems()  # read as the tail reads it: NaN, NUL bytes, bad UTF-8 are lenient
+    record = _lenient(raw, problems, 1)
+    if record is _SKIP or not isinstance(record, dict):
+        why = ", ".join(problems.counts) or "not a JSON object"
+        raise KeyError(f"{sample} cannot be read ({why})")
     return record

@@ -125,6 +125,8 @@ class VerlLogTail(ByteTail):
         self._wrapped = self._bools = False  # seen np.float64(…) / True values: normalize in bulk
         self._line_mark = (0, 1)  # (byte offset, its 1-based line number): problems are located lazily
         self._from_pprint: set[int] = set()  # ids of this poll's rows that came from a pprint
+        self._held_rows = 0  # metric rows of a last line read without its newline (it may come again)
+        self._held_problems = LineProblems()  # and the problems it added
 
     def poll(self) -> TailResult | None:
         rows: list[dict] = []
@@ -137,7 +139,7 @@ class VerlLogTail(ByteTail):
                 self._reset_state()
             if not new.cut:
                 break  # only a partial line is new
-            self._scan(new.data, new.cut, new.start, rows)
+            self._take(new, rows)
         if not got:
             return None
         ours = self._from_pprint  # rows from validation pprints are not metric lines
@@ -150,6 +152,24 @@ class VerlLogTail(ByteTail):
             self.last_step = next(r for r in reversed(rows) if id(r) not in ours)["step"]
         ours.clear()
         return TailResult(LogRows(rows), reset)
+
+    def _take(self, new, rows: list[dict]) -> None:
+        """Scan a block. A last line read without its newline (`held`) is scanned on its own, so
+        that when it comes again whole (`redo`) its metric lines and config print count once."""
+        if new.redo:
+            self.metric_lines -= self._held_rows
+            self.problems.discard(self._held_problems)
+            self.config_offsets = [at for at in self.config_offsets if at < new.start]
+        self._held_rows, self._held_problems = 0, LineProblems()
+        body = new.data.rfind(b"\n", 0, new.cut) + 1 if new.held else new.cut
+        self._scan(new.data, body, new.start, rows)
+        if new.held:
+            before, counts = len(rows), dict(self.problems.counts)
+            self._scan(new.data[body:new.cut], new.cut - body, new.start + body, rows)
+            self._held_rows = sum(id(r) not in self._from_pprint for r in rows[before:])
+            for what, n in self.problems.counts.items():
+                if n > counts.get(what, 0):
+                    self._held_problems.add(what, self.problems.first_line[what], n - counts.get(what, 0))
 
     # One block of complete lines -----------------------------------------------------------------
     def _scan(self, data: bytes, cut: int, start: int, rows: list[dict]) -> None:
@@ -165,6 +185,7 @@ class VerlLogTail(ByteTail):
             elif kind == "pprint" and at >= pos:  # validation pprints split the block
                 line_start = data.rfind(b"\n", 0, at) + 1
                 line_end = data.find(b"\n", at, cut)
+                line_end = cut if line_end < 0 else line_end  # a last line without its newline
                 self._fast(view[pos:line_start], data, start, rows)
                 self._line_exact(data[line_start:line_end], data, start, rows)
                 pos = line_end + 1
@@ -347,7 +368,8 @@ class VerlLogTail(ByteTail):
         while pos >= 0:
             if pos > last_line_end:
                 lines += 1
-                last_line_end = data.find(b"\n", pos, cut)
+                end = data.find(b"\n", pos, cut)
+                last_line_end = cut if end < 0 else end  # a last line without its newline ends at cut
             pos = data.find(b"\x00", pos + 1, cut)
         line = self._line_in(data, start, first) if what not in self.problems.counts else 0
         self.problems.add(what, line, lines)

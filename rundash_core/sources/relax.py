@@ -39,6 +39,7 @@ import pandas as pd
 
 from .. import cache, frames
 from ..io.files import FileId, describe_unreadable, file_id, mtime, read_range
+from ..io.jsonl import LineProblems, parse_jsonl_bytes
 from ..metricblock import TidyLog
 from ..run import Overview, Problem, Run, utc
 from .relax_file import PRODUCERS, UNREADABLE, StepFile, parse_step_file
@@ -61,7 +62,9 @@ def _has_step_files(folder: str) -> bool:
 
 
 def result_dir_of(path: str) -> str | None:
-    """The rollout_result folder of `path` (`<save>`, `rollout_result/` or a custom result dir)."""
+    """The rollout_result folder of `path` (`<save>`, `rollout_result/` or a custom result dir).
+    A folder named `rollout_result` is one even while empty (a run before its first step, or a
+    copy without its files): it shows with a problem rather than not at all."""
     if os.path.basename(path.rstrip(os.sep)).startswith(".") or not os.path.isdir(path):
         return None
     named = os.path.join(path, RESULT_DIR)
@@ -69,6 +72,8 @@ def result_dir_of(path: str) -> str | None:
         splits = [os.path.join(folder, s) for s in SPLITS if os.path.isdir(os.path.join(folder, s))]
         if splits and (not strict or any(_has_step_files(s) for s in splits)):
             return folder  # a custom-named folder needs a step file: `train/` alone is too common
+        if not strict and os.path.isdir(folder):  # named `rollout_result`, no split folder yet
+            return folder
     return None
 
 
@@ -223,7 +228,9 @@ class RelaxRun(Run):
             raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
         row = hit.iloc[0]
         path, offset, length = frames.parse_line_locator(row["locator"])
-        record = orjson.loads(read_range(path, offset, offset + length))
+        record = _read_row(path, offset, length)
+        if record is None:
+            raise KeyError(f"{self.run_id}: sample {sample_id!r} cannot be read again (its file changed or went away)")
         reward = row["reward"]
         return frames.Episode(
             sample_id=sample_id, run_id=self.run_id, split=row["split"], step=int(row["step"]),
@@ -247,8 +254,10 @@ class RelaxRun(Run):
         them all, which leaves the duration unknown): step = the highest
         train rollout_id; started/updated = the first and last file written; eval datasets from
         the latest eval file (when small); the model a row names, from the first train file's
-        first line."""
-        listing, _dupes = self.step_files()
+        first line. Only regular files count: a broken symlink or a folder named `7.jsonl` is a
+        problem (`problems()`), not a step, and its time is not the run's."""
+        found, _dupes = self.step_files()
+        listing = [(s, n, p) for s, n, p in found if file_id(p) is not None]
         times = [t for _s, _n, p in listing if (t := mtime(p)) is not None]
         step = max((n for s, n, _p in listing if s == "train"), default=None)
         started, updated = (min(times), max(times)) if times else (None, None)
@@ -292,11 +301,22 @@ def _first_row_model(path: str) -> str | None:
 
     def read() -> str:  # "" when there is none: that is kept too
         try:
-            model = orjson.loads(read_range(path, 0, 1 << 20).split(b"\n", 1)[0]).get("model")
-        except (OSError, orjson.JSONDecodeError, AttributeError):
+            first = read_range(path, 0, 1 << 20).split(b"\n", 1)[0]
+        except OSError:
             return ""
+        model = (_read_row(path, 0, len(first)) or {}).get("model") if first.strip() else None
         return model if isinstance(model, str) else ""
     return cache.shared.current(("relax-model", os.path.realpath(path)), fid, read, size=lambda _v: 512) or None
+
+
+def _read_row(path: str, offset: int, length: int) -> dict | None:
+    """One row read again at its place, as leniently as the file was parsed (Python's json writes
+    `NaN`/`Infinity`; bad UTF-8 and NUL bytes are cleaned): None when it is no longer a row there."""
+    try:
+        parsed = parse_jsonl_bytes(read_range(path, offset, offset + length) + b"\n", LineProblems())
+    except OSError:
+        return None
+    return parsed.rows[0] if parsed.rows and isinstance(parsed.rows[0], dict) else None
 
 
 def _text(value) -> str:

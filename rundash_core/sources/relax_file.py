@@ -55,9 +55,11 @@ def _reward(value) -> tuple[float | None, str | None]:
         return None, None
     if isinstance(value, dict):
         score = _number(value.get("score"))
-        return (score, None) if score is not None else (
+        return (score, None) if score is not None and not math.isinf(score) else (
             None, "object reward without a numeric 'score': left out of reward stats")
     number = _number(value)
+    if number is not None and math.isinf(number):  # `Infinity` from json.dumps: would make every stat inf/NaN
+        return None, "reward is infinite: left out of reward stats"
     return (number, None) if number is not None else (None, "reward not a number: left out of reward stats")
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from .. import cache
 from ..io.files import file_id, read_range
 from ..io.verl_log import FileLoggerTail, VerlLogTail
@@ -23,7 +25,8 @@ from ..io.verl_text import HEAD, ConfigPrint, config_at
 from ..metricstore import MetricStore, empty_tidy, shared_store
 from ..run import Overview, Problem, Run, utc
 from . import verl_dumps
-from .verl_summary import LOG_SUFFIXES, Digest, _stamp_seconds, is_file_logger, log_digest, stem, val_sources
+from .verl_summary import LOG_SUFFIXES, Digest, _stamp_seconds, file_logger_last_step, is_file_logger, log_digest, stem
+from .verl_summary import val_sources
 from .verl_summary import SKIP_SUFFIXES, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
 
 KIND = "verl"
@@ -209,8 +212,10 @@ class VerlRun(Run):
         mtime only says whether it is running."""
         d = self.digest()
         touched = utc(self.updated())
-        if d is None:
-            return Overview(run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, touched=touched)
+        if d is None:  # no console log: a file-logger JSONL alone says its last step in its tail
+            step = file_logger_last_step(self.path) if self.is_jsonl else None
+            return Overview(run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, touched=touched,
+                            step=step, last_step=step)
         last = d.tail.last_step
         started, ended = d.started, _stamp_seconds(d.tail.last_stamp)
         first = utc(started)
@@ -231,6 +236,9 @@ class VerlRun(Run):
         store = self.store()
         if store is None:
             return ov
+        if ov.step is None and (top := store.max_step()) is not None:  # no metric line in the tail
+            ov.step = ov.last_step = top  # window (MiBs of other output after the last one)
+            ov = ov.at(now)
         if ov.duration_s is None:
             ov.duration_s = cache.shared.current(_key("verl-duration", store.path), store.stamp,
                                                  lambda: _timed_duration(store.tidy()), size=lambda _v: 64)
@@ -249,7 +257,7 @@ class VerlRun(Run):
             out += [Problem(path, what, n, line or None) for what, n, line in tail.problems.items()]
             if store.max_step() is None and not tail.error:
                 out.append(Problem(path, "no metric lines yet" if path == log else "no metric rows yet"))
-            if tail.pending_bytes and log == path and b"step:" in read_range(path, tail.offset, tail.offset + (1 << 20)):
+            if tail.pending_bytes and log == path and b"step:" in _read_or_empty(path, tail.offset, 1 << 20):
                 out.append(Problem(path, "last line is incomplete (a metric line being written, or cut off): "
                                          "read when its newline arrives"))
         for p in self.config_prints():
@@ -279,13 +287,22 @@ _STEP_TIMES = ("timing_s/step", "timing/step")
 _VALIDATION_TIMES = ("timing_s/testing", "timing/testing")
 
 
+def _read_or_empty(path: str, offset: int, nbytes: int) -> bytes:
+    """Bytes at `offset`, or b"" when the log went away (rotated, deleted) since it was read."""
+    try:
+        return read_range(path, offset, offset + nbytes)
+    except OSError:
+        return b""
+
+
 def _timed_duration(tidy) -> float | None:
     """Seconds the log's steps took: `timing_s/step` summed over steps (the last write of a step
     counts), plus `timing_s/testing` of steps without a step time (the initial validation); None
-    when the log times no steps."""
+    when the log times no steps. A non-finite time (`inf`, `nan` logged) is left out: one would
+    make the whole sum meaningless."""
     metric = tidy["metric"].astype(str)
-    rows = tidy[metric.isin(_STEP_TIMES + _VALIDATION_TIMES) & tidy["step"].notna()]
-    if not metric.isin(_STEP_TIMES).any() or rows.empty:
+    rows = tidy[metric.isin(_STEP_TIMES + _VALIDATION_TIMES) & tidy["step"].notna() & np.isfinite(tidy["value"])]
+    if not rows["metric"].astype(str).isin(_STEP_TIMES).any():
         return None
     rows = rows.assign(kind=rows["metric"].astype(str).isin(_STEP_TIMES)).drop_duplicates(["step", "kind"], keep="last")
     timed = set(rows.loc[rows["kind"], "step"])

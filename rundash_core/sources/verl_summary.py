@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from .. import cache
 from ..io.bytetail import SETTLE_S
 from ..io.files import file_id, open_file, read_range
+from ..io.jsonl import LineProblems, parse_jsonl_bytes
 from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
                             first_step, head_search, quick_head, quick_tail, stamp_in)
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
@@ -50,6 +51,35 @@ def is_file_logger(path: str) -> bool:
         return False
     head = read_range(path, 0, 4096).split(b"\n", 1)[0]
     return head.startswith(b'{"step":') and b'"data":' in head
+
+
+_LOGGER_STEP = re.compile(rb'\{"step": ?\d+,')
+LOGGER_TAIL_BYTES = 64 << 10
+
+
+def file_logger_last_step(path: str) -> int | None:
+    """The step of the last whole row of a file-logger JSONL tracked without its console log (it
+    has no digest): one read of its last 64 KiB, cached by its fingerprint. None when none is
+    there or the file cannot be read."""
+    fp = file_id(path)
+    if fp is None:
+        return None
+
+    def read() -> int:  # -1: no row in the window (kept, so an unchanged file is not read again)
+        start = max(fp.size - LOGGER_TAIL_BYTES, 0)
+        try:
+            data = read_range(path, start, fp.size)
+        except OSError:
+            return -1
+        lines = data[data.find(b"\n") + 1 if start else 0: data.rfind(b"\n") + 1].split(b"\n")
+        for line in reversed(lines):  # the last line that is a whole file-logger row
+            if _LOGGER_STEP.match(line):
+                row = parse_jsonl_bytes(line, LineProblems()).rows
+                if row and type(row[0].get("step")) is int and isinstance(row[0].get("data"), dict):
+                    return row[0]["step"]
+        return -1
+    step = cache.shared.current(("verl-logger-step", fp.dev, fp.ino), fp, read, size=lambda _v: 64)
+    return step if step is not None and step >= 0 else None
 
 
 def is_run_file(path: str) -> bool:
