@@ -254,11 +254,10 @@ class RelaxRun(Run):
         them all, which leaves the duration unknown): step = the highest
         train rollout_id; started/updated = the first and last file written; eval datasets from
         the latest eval file (when small); the model a row names, from the first train file's
-        first line. Only regular files count: a broken symlink or a folder named `7.jsonl` is a
-        problem (`problems()`), not a step, and its time is not the run's."""
-        found, _dupes = self.step_files()
-        listing = [(s, n, p) for s, n, p in found if file_id(p) is not None]
-        times = [t for _s, _n, p in listing if (t := mtime(p)) is not None]
+        first line. Times are the regular files': a folder named `7.jsonl` (or a broken symlink's
+        target) was not written by the run, its fresh time would make a stopped run "running"."""
+        listing, _dupes = self.step_files()
+        times = [fid.mtime for _s, _n, p in listing if (fid := file_id(p)) is not None]
         step = max((n for s, n, _p in listing if s == "train"), default=None)
         started, updated = (min(times), max(times)) if times else (None, None)
         if len(times) > 1 and updated - started < COPY_SPREAD_S:
