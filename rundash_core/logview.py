@@ -169,10 +169,8 @@ def _after_sgr(style: _Style, params: str) -> _Style:
     return style
 
 
-@lru_cache(maxsize=8192)
 def line_html(text: str) -> str:
-    """One line as escaped HTML spans (secrets hidden first). Cached: a followed pane shows the
-    same lines again on every refresh."""
+    """One line as escaped HTML spans (secrets hidden first; not cached: a line may hold one)."""
     spans = []
     for part, css in ansi_segments(redact_text(text)):
         body = html.escape(part, quote=True)

@@ -189,8 +189,11 @@ def read_located_object(locator: str, *, sample: str) -> dict:
         raw = read_range(path, offset, offset + length)
     except OSError as e:
         raise KeyError(f"{sample} cannot be read ({e})") from e
-    problems = LineProblems()  # read as the tail reads it: NaN, NUL bytes, bad UTF-8 are lenient
-    record = _lenient(raw, problems, 1)
+    problems = LineProblems()  # else read as the tail reads it: NaN, NUL bytes, bad UTF-8 are lenient
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        record = _lenient(raw, problems, 1)
     if record is _SKIP or not isinstance(record, dict):
         why = ", ".join(problems.counts) or "not a JSON object"
         raise KeyError(f"{sample} cannot be read ({why})")

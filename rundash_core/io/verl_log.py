@@ -158,6 +158,8 @@ class VerlLogTail(ByteTail):
         that when it comes again whole (`redo`) its metric lines and config print count once."""
         if new.redo:
             self.metric_lines -= self._held_rows
+            if not self.metric_lines:  # the held line was the first metric line: take it again
+                self.first_step, self.first_keys = None, ()
             self.problems.discard(self._held_problems)
             self.config_offsets = [at for at in self.config_offsets if at < new.start]
         self._held_rows, self._held_problems = 0, LineProblems()
