@@ -681,3 +681,24 @@ def test_a_log_without_a_closing_stamp_is_dated_by_its_newest_trials(tmp_path):
     assert ov.duration_s == pytest.approx((want - ov.started).total_seconds(), abs=1e-3)
     copy = shutil.copytree(src, tmp_path / "lego")
     assert rd.open_run(copy / "logs" / f"{EXP}.log").overview().updated == ov.updated
+
+
+def test_a_marker_line_cut_by_a_still_writer_counts_once_whole(tmp_path, monkeypatch):
+    """stdout to a file is block-buffered: a `val_map:` line can sit cut for longer than the settle
+    time. Its cut head (`train_step 1`) must not stick as the folder's step: the line counts once,
+    whole (`NewLines.complete`)."""
+    import time
+
+    from rundash_core.io import bytetail
+    from rundash_core.sources import swe_lego_rl
+
+    monkeypatch.setattr(bytetail, "SETTLE_S", 0.0)
+    log = tmp_path / "exp.log"
+    log.write_text("step:1 - a:1\nval_map: step_12 -> train_step 1")
+    os.utime(log, (time.time() - 10,) * 2)
+    marks = swe_lego_rl.LogMarks(str(log)).refresh()
+    assert marks.train_step(12) is None
+    with open(log, "a") as fh:
+        fh.write("5\nval_map: step_13 -> train_step 20\n")
+    marks.refresh()
+    assert (marks.train_step(12), marks.train_step(13)) == (15, 20)

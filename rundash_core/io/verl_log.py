@@ -19,8 +19,7 @@ and page faults are a good part of a big log's parse time). Nothing here touches
 state (garbage collector, signal handlers, warning filters): the app parses in every user's
 session. Nor is there a need: rows hold only str keys and int/float values, so CPython never
 tracks them in the cycle collector, which only walks the few lists a poll builds.
-`FileLoggerTail` reads verl's `file` logger JSONL into rows `{"step": N, key: number, …,
-"producer": "trainer", "time": NaN}`.
+verl's `file` logger JSONL is read by `verl_file_logger.FileLoggerTail` into the same rows.
 """
 from __future__ import annotations
 
@@ -35,12 +34,10 @@ import orjson
 
 from .bytetail import ByteTail
 from .files import read_range
-from .jsonl import JsonlTail, LineProblems, Parsed, TailResult
+from .jsonl import LineProblems, TailResult
 from .verl_grammar import clean_piece, parse_console_line
 
 BLOCK_BYTES = 1 << 20
-NAN = float("nan")
-PRODUCER = "trainer"
 
 # Fast path: `step` not after a word character or `/` (spec 4.7's guard, on raw bytes), then the
 # step and the rest of the line. A colour code right before `step:` (`\x1b[0mstep:`) is stripped
@@ -175,15 +172,17 @@ class VerlLogTail(ByteTail):
 
     # One block of complete lines -----------------------------------------------------------------
     def _scan(self, data: bytes, cut: int, start: int, rows: list[dict]) -> None:
+        raw = None  # the block as read, when its NUL bytes are removed (offsets are the file's)
         if data.find(b"\x00", 0, cut) >= 0:
             self._note_nul(data, cut, start)
-            data = data[:cut].replace(b"\x00", b"")
+            raw, data = data, data[:cut].replace(b"\x00", b"")
             cut = len(data)
         view = memoryview(data)
         pos = 0
         for kind, at in self._markers(data, cut):
             if kind == "config" and len(self.config_offsets) < 64:
-                self.config_offsets.append(start + data.rfind(b"\n", 0, at) + 1)
+                line = data.rfind(b"\n", 0, at) + 1
+                self.config_offsets.append(start + (line if raw is None else _line_start_in(raw, data, line)))
             elif kind == "pprint" and at >= pos:  # validation pprints split the block
                 line_start = data.rfind(b"\n", 0, at) + 1
                 line_end = data.find(b"\n", at, cut)
@@ -396,26 +395,8 @@ class VerlLogTail(ByteTail):
         return line
 
 
-
-class FileLoggerTail(JsonlTail):
-    """verl's `file` logger JSONL (spec 10): `{"step": N, "data": {…}}` per logging call, flattened
-    to the same rows as the console log's. Only numbers are kept (null, written for NaN/inf,
-    reads as a gap); a line of another shape is counted as a problem."""
-
-    def poll(self) -> TailResult | None:
-        result = super().poll()
-        if result is None:
-            return None
-        parsed = result.parsed
-        rows, numbers = [], []
-        for i, r in enumerate(parsed.rows):
-            step, data = r.get("step"), r.get("data")
-            if type(step) is not int or step < 0 or not isinstance(data, dict):
-                self.problems.add('not a file-logger row ({"step": N, "data": {…}})', parsed.line_of(i))
-                continue
-            out = {"producer": PRODUCER, "step": step}
-            out.update((k, v) for k, v in data.items() if type(v) in (int, float, bool) or v is None)
-            out["time"] = NAN
-            rows.append(out)
-            numbers.append(parsed.line_of(i))
-        return TailResult(Parsed(rows, parsed.nlines, parsed.first_line, numbers), result.reset)
+def _line_start_in(raw: bytes, stripped: bytes, line: int) -> int:
+    """Where the line starting at `line` of `stripped` (`raw` without its NUL bytes) starts in
+    `raw`: the n-th line of both, as removing NUL bytes keeps every newline."""
+    n = stripped.count(b"\n", 0, line)
+    return int(np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)[n - 1]) + 1 if n else 0

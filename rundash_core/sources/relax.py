@@ -42,7 +42,7 @@ from ..io.files import FileId, describe_unreadable, file_id, mtime, read_range
 from ..io.jsonl import LineProblems, parse_jsonl_bytes
 from ..metricblock import TidyLog
 from ..run import Overview, Problem, Run, utc
-from .relax_file import PRODUCERS, UNREADABLE, StepFile, parse_step_file
+from .relax_file import INT64_MAX, PRODUCERS, UNREADABLE, StepFile, parse_step_file
 from .relax_file import summarize  # noqa: F401 (API)
 
 SAMPLE_COLUMNS = tuple(frames.SAMPLES)
@@ -137,6 +137,9 @@ class RelaxRun(Run):
                 if (m := STEP_FILE.match(name)) is None:
                     continue
                 step, path = int(m.group(1)), os.path.join(folder, name)
+                if step > INT64_MAX:  # not a rollout_id Relax wrote; steps are int64 in every frame
+                    dupes.append(Problem(path, "step number too large (ignored)"))
+                    continue
                 if step in seen:
                     dupes.append(Problem(path, f"same step as {os.path.basename(seen[step])} (ignored)"))
                     continue

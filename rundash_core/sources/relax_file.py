@@ -36,16 +36,22 @@ class StepFile:
     model: str | None
 
 
+INT64_MAX = (1 << 63) - 1  # a bigger integer in a row is garbage: int64 columns cannot hold it
+
+
 def _number(v) -> float | None:
     if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an integer of hundreds of digits
+            return None
     return None
 
 
 def _integer(v) -> int | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (math.inf, -math.inf):
         return None
-    return int(v) if v == int(v) else None
+    return int(v) if v == int(v) and -INT64_MAX <= v <= INT64_MAX else None
 
 
 def _reward(value) -> tuple[float | None, str | None]:

@@ -110,7 +110,7 @@ class LogMarks(ByteTail):
                     self._clear()
                 if not new.cut:
                     break
-                self._scan(new.lines)
+                self._scan(new.complete)  # a held last line is scanned once it is whole
         return self
 
     def _scan(self, data: bytes) -> None:

@@ -4,8 +4,9 @@ verl has no run directory: a run is one captured console log (`<name>.log` / `<n
 `<name>`) in a tracked folder (or below it), skipping sidecars (`*_vllm.log`,
 `*_train_gpu_wandb.log`, `*_server.out`) and `launch_*` wrappers. A log with no metric line yet is
 still a run. Metrics come from the log (`VerlLogTail`) or, when the `file` logger wrote
-`<name>.jsonl` next to it (or the log names it), from that JSONL (full precision, spec 10); a
-file-logger JSONL can also be tracked on its own. The config is the resolved-config print in the
+`<name>.jsonl` next to it (or the log names it), from that JSONL (full precision, spec 10; a resume
+starts that file over, so the steps before its first come from the log); a file-logger JSONL can
+also be tracked on its own. The config is the resolved-config print in the
 log. A resumed run appended to the same log restarts its steps: each restart opens an attempt.
 
 The run card and the runs-list row are the log's one summary (`verl_summary.log_digest`).
@@ -16,10 +17,12 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pandas as pd
 
 from .. import cache
 from ..io.files import file_id, read_range
-from ..io.verl_log import FileLoggerTail, VerlLogTail
+from ..io.verl_file_logger import FileLoggerTail
+from ..io.verl_log import VerlLogTail
 from ..io.verl_overrides import HEAD_BYTES
 from ..io.verl_text import HEAD, ConfigPrint, config_at
 from ..metricstore import MetricStore, empty_tidy, shared_store
@@ -106,13 +109,36 @@ class VerlRun(Run):
             _key(f"metrics-{tail_class.__name__}", path),
             lambda: MetricStore(path, tail=tail_class(path), default_producer="trainer", infer_producer=False))
 
+    def earlier_launches(self, store: MetricStore | None) -> MetricStore | None:
+        """The console log's store when the file-logger JSONL (`store`) starts at a later step than
+        the log: verl opens that file with "wb" (spec 10), so a resumed launch wiped the earlier
+        launches' rows, which only the log still holds (and where its steps went back)."""
+        log = self.log_path()
+        if store is None or log is None or store.path == log or (first := store.min_step()) is None:
+            return None
+        d = self.digest()  # the usual case, from the log's head: the JSONL starts where the log does
+        if d is not None and d.first_step is not None and d.first_step >= first:
+            return None
+        log_store = self.log_store()
+        low = log_store.min_step() if log_store is not None else None
+        return log_store if low is not None and low < first else None
+
     def metrics(self):
+        """The store's rows; with a restarted file-logger JSONL, the log's rows of the steps before it."""
         store = self.store()
-        return store.tidy() if store is not None else empty_tidy()
+        if store is None:
+            return empty_tidy()
+        tidy, log = store.tidy(), self.earlier_launches(store)
+        if log is None:
+            return tidy
+        before = log.tidy()
+        out = pd.concat([before[before["step"] < store.min_step()], tidy], ignore_index=True)
+        return out.astype({"metric": "category", "producer": "category"})
 
     def metrics_version(self) -> tuple:
         store = self.store()
-        return (store.path, *store.stamp) if store is not None else ()
+        log = self.earlier_launches(store)
+        return ((store.path, *store.stamp) if store is not None else ()) + ((log.path, *log.stamp) if log else ())
 
     def validation(self):
         """The logged val keys (`val-core`/`val-aux`, legacy `val/test_score`, SFT `val/loss`) per
@@ -121,11 +147,16 @@ class VerlRun(Run):
 
         return metrics_validation(self.metrics())
 
+    def _restarts(self) -> list[int]:
+        """Steps where the metrics went back: in the store, and in the log before a restarted JSONL."""
+        store = self.store()
+        log = self.earlier_launches(store)
+        return [step for st in (log, store) if st is not None for _prod, step in st.restarts]
+
     def resume_steps(self) -> list[int]:
         """Where steps went back (a resume appended to the log), and the first step of a log that
         starts above 1 (it resumed an earlier launch's checkpoint)."""
-        store = self.store()
-        out = {step for _prod, step in store.restarts} if store is not None else set()
+        out = set(self._restarts())
         d = self.digest()
         if d is not None and d.first_step is not None and d.first_step > 1:
             out.add(d.first_step)
@@ -133,8 +164,7 @@ class VerlRun(Run):
 
     def attempts(self) -> list[int]:
         """One attempt per restart segment: a resumed run appended to the same log logs lower steps."""
-        store = self.store()
-        return list(range(1, 2 + (len(store.restarts) if store is not None else 0)))
+        return list(range(1, 2 + len(self._restarts())))
 
     # Config --------------------------------------------------------------------------------------
     def config_prints(self) -> list[ConfigPrint]:
@@ -240,8 +270,8 @@ class VerlRun(Run):
             ov.step = ov.last_step = top  # window (MiBs of other output after the last one)
             ov = ov.at(now)
         if ov.duration_s is None:
-            ov.duration_s = cache.shared.current(_key("verl-duration", store.path), store.stamp,
-                                                 lambda: _timed_duration(store.tidy()), size=lambda _v: 64)
+            ov.duration_s = cache.shared.current(_key("verl-duration", store.path), self.metrics_version(),
+                                                 lambda: _timed_duration(self.metrics()), size=lambda _v: 64)
         ov.attempts = max(ov.attempts, 1 + len(self.resume_steps()))
         return ov
 

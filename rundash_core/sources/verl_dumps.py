@@ -87,7 +87,7 @@ class DumpLines(ByteTail):
                     self.dirs = {}
                 if not new.cut:
                     break
-                data = new.lines
+                data = new.complete  # a held last line is read once it is whole
                 if b"Dumped generations to " in data:
                     for m in DUMPED.finditer(_ANSI.sub(b"", data)):
                         self.dirs.setdefault(m.group(1).decode("utf-8", "replace").strip(), None)

@@ -75,8 +75,9 @@ def file_logger_last_step(path: str) -> int | None:
         for line in reversed(lines):  # the last line that is a whole file-logger row
             if _LOGGER_STEP.match(line):
                 row = parse_jsonl_bytes(line, LineProblems()).rows
-                if row and type(row[0].get("step")) is int and isinstance(row[0].get("data"), dict):
-                    return row[0]["step"]
+                step = row[0].get("step") if row else None
+                if type(step) is int and 0 <= step < 1 << 63 and isinstance(row[0].get("data"), dict):
+                    return step
         return -1
     step = cache.shared.current(("verl-logger-step", fp.dev, fp.ino), fp, read, size=lambda _v: 64)
     return step if step is not None and step >= 0 else None

@@ -1,0 +1,34 @@
+"""verl's `file` logger JSONL (`../shared/formats/verl.md`, spec 10), read incrementally into the
+MetricStore rows the console log gives (`verl_log`): `{"step": N, key: number, …, "producer":
+"trainer", "time": NaN}`. Its own module: a JSONL reader shares nothing with the console parser.
+"""
+from __future__ import annotations
+
+from .jsonl import JsonlTail, Parsed, TailResult
+
+NAN = float("nan")
+PRODUCER = "trainer"
+
+
+class FileLoggerTail(JsonlTail):
+    """verl's `file` logger JSONL (spec 10): `{"step": N, "data": {…}}` per logging call, flattened
+    to the same rows as the console log's. Only numbers are kept (null, written for NaN/inf,
+    reads as a gap); a line of another shape is counted as a problem."""
+
+    def poll(self) -> TailResult | None:
+        result = super().poll()
+        if result is None:
+            return None
+        parsed = result.parsed
+        rows, numbers = [], []
+        for i, r in enumerate(parsed.rows):
+            step, data = r.get("step"), r.get("data")
+            if type(step) is not int or step < 0 or not isinstance(data, dict):
+                self.problems.add('not a file-logger row ({"step": N, "data": {…}})', parsed.line_of(i))
+                continue
+            out = {"producer": PRODUCER, "step": step}
+            out.update((k, v) for k, v in data.items() if type(v) in (int, float, bool) or v is None)
+            out["time"] = NAN
+            rows.append(out)
+            numbers.append(parsed.line_of(i))
+        return TailResult(Parsed(rows, parsed.nlines, parsed.first_line, numbers), result.reset)
