@@ -348,3 +348,19 @@ def test_broken_symlinks_and_folders_named_like_steps_are_problems_not_file_time
     found = {Path(p.path).name: p.what for p in run.problems()}
     assert found == {"5.jsonl": "broken symlink", "9.jsonl": "not a regular file"}
     assert set(run.metrics()["step"]) == {0}
+
+
+def test_a_file_logger_number_too_wide_for_a_float_is_a_problem(tmp_path):
+    """Python's json writes any int: a 400-digit value (or a step past int64) in the file-logger
+    JSONL is left out and named, the rest of its row kept; `metrics()` does not raise."""
+    rows = [{"step": s, "data": {"a": s / 2, "huge": 10 ** 400 if s == 2 else s, "wide": 2 ** 70}} for s in (1, 2, 3)]
+    path = tmp_path / "wide.jsonl"
+    write_lines(path, [*rows, {"step": 2 ** 64, "data": {"a": 1.0}}])
+    os.utime(path, (OLD, OLD))
+    run = rd.open_run(path)
+    everything(run)
+    got = tidy_map(run)
+    assert got[(2, "a")] == 1.0 and (2, "huge") not in got and got[(3, "huge")] == 3.0
+    assert got[(1, "wide")] == float(2 ** 70)
+    lines = {p.line: p.what for p in run.problems() if p.path == str(path)}
+    assert "too large" in lines[2] and "not a file-logger row" in lines[4]

@@ -23,11 +23,19 @@ class FileLoggerTail(JsonlTail):
         rows, numbers = [], []
         for i, r in enumerate(parsed.rows):
             step, data = r.get("step"), r.get("data")
-            if type(step) is not int or step < 0 or not isinstance(data, dict):
+            if type(step) is not int or not 0 <= step < 2**63 or not isinstance(data, dict):
                 self.problems.add('not a file-logger row ({"step": N, "data": {…}})', parsed.line_of(i))
                 continue
             out = {"producer": PRODUCER, "step": step}
-            out.update((k, v) for k, v in data.items() if type(v) in (int, float, bool) or v is None)
+            for k, v in data.items():
+                if type(v) is int and not -(2**63) <= v < 2**63:  # Python's json writes any int
+                    try:
+                        v = float(v)
+                    except OverflowError:
+                        self.problems.add("a number too large for a float (left out)", parsed.line_of(i))
+                        continue
+                if type(v) in (int, float, bool) or v is None:
+                    out[k] = v
             out["time"] = NAN
             rows.append(out)
             numbers.append(parsed.line_of(i))
