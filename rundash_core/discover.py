@@ -9,14 +9,18 @@ the previous frame is returned with its statuses derived again at `now`.
 
 A folder is listed up to `MAX_ENTRIES` entries (in the order the file system gives them): a folder
 with more is cut there, so one request never lists (or stats) a folder of 100k entries whole, and
-the cut is a note `scan()` returns with the errors (`rd.discover` does not raise for it).
+the cut is a note `scan()` returns with the errors (`rd.discover` does not raise for it); so is a
+folder below a tracked dir that cannot be listed. Each folder is listed once per tracked dir (links
+to a parent make no cycle), and a run reached through links is listed once, where it really is.
+A file name that is not UTF-8 lists escaped (`\\udcff`), with an error saying so.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +28,7 @@ import pandas as pd
 
 from . import cache, sources
 from .io.files import OUTSIDE_ROOTS, file_id, inside_roots, seed_file_id, stat_memo
-from .run import Overview, Run, RunError, path_run_id
+from .run import Overview, Run, RunError
 from .sources.verl_summary import stem
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated",
@@ -50,7 +54,8 @@ class Walk:
 
     runs: list[tuple[str, type[Run]]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # tracked directories that cannot be read
-    notes: list[str] = field(default_factory=list)  # folders listed only in part (more than MAX_ENTRIES entries)
+    notes: list[str] = field(default_factory=list)  # folders listed in part (over MAX_ENTRIES entries) or not at all
+    unlisted: bool = False  # a folder below a tracked dir could not be listed (said in `notes`)
     signature: list = field(default_factory=list)  # every listed folder's entries (name, size, mtime)
 
 
@@ -90,8 +95,10 @@ def _listing(folder: str) -> tuple[list[os.DirEntry], tuple, bool]:
 
 def walk(dirs: list[str], depth: int) -> Walk:
     """The runs under `dirs` (a tracked path may itself be a run, a folder or a log file), each
-    file or directory once (by identity), folders listed down to `depth` below each dir."""
-    out, seen = Walk(), set()
+    file or directory once (by identity), folders listed down to `depth` below each dir. Each
+    folder is listed once too (by identity): links to a parent would otherwise make the walk
+    grow as (links per level) ** depth."""
+    out, seen = Walk(), {}
 
     def add(path: str, cls: type[Run]) -> None:
         fp = file_id(path)  # a log: the listing's stat
@@ -101,8 +108,10 @@ def walk(dirs: list[str], depth: int) -> Walk:
         except OSError:
             ident = os.path.realpath(path)
         if ident not in seen:
-            seen.add(ident)
+            seen[ident] = len(out.runs)
             out.runs.append((path, cls))
+        elif os.path.islink(out.runs[seen[ident]][0]) and not os.path.islink(path):
+            out.runs[seen[ident]] = (path, cls)  # a run met through a link first: listed where it is
 
     for d in dirs:
         if not inside_roots(d):
@@ -118,14 +127,19 @@ def walk(dirs: list[str], depth: int) -> Walk:
         if not os.path.isdir(d):
             out.errors.append(f"{d}: not a directory, and not a run file of a supported kind")
             continue
-        queue = [(d, 0)]
+        queue, listed = deque([(d, 0)]), set()
         while queue:
-            folder, level = queue.pop(0)
+            folder, level = queue.popleft()
             try:
+                if folder == d:
+                    _first_listing(os.stat(d), listed)
                 entries, sig, cut = _listing(folder)
             except OSError as e:
                 if folder == d:
                     out.errors.append(f"{d}: cannot list directory ({e.strerror or e})")
+                else:
+                    out.unlisted = True
+                    out.notes.append(f"{folder}: cannot be listed ({e.strerror or e}): runs inside it are not shown")
                 continue
             out.signature.append((folder, sig))
             if cut:
@@ -139,11 +153,21 @@ def walk(dirs: list[str], depth: int) -> Walk:
             if level < depth:
                 for e in entries:
                     try:
-                        if e.path not in found and not _skipped(e) and e.is_dir():
+                        if (e.path not in found and not _skipped(e) and e.is_dir()
+                                and _first_listing(e.stat(), listed)):
                             queue.append((e.path, level + 1))
                     except OSError:
                         continue
     return out
+
+
+def _first_listing(st: os.stat_result, listed: set) -> bool:
+    """True the first time a folder (by device and inode) is met in a walk."""
+    ident = (st.st_dev, st.st_ino)
+    if ident in listed:
+        return False
+    listed.add(ident)
+    return True
 
 
 def _name(path: str) -> str:
@@ -159,20 +183,34 @@ def run_ids(paths: list[str]) -> list[str]:
     counts = Counter(names)
     ids = [n if counts[n] == 1 else f"{os.path.basename(os.path.dirname(p))}:{n}" for p, n in zip(paths, names)]
     taken = Counter(ids)
-    return [i if taken[i] == 1 else f"{i}@{path_run_id(p)}" for p, i in zip(paths, ids)]
+    return [i if taken[i] == 1 else f"{i}@{_path_hash(p)}" for p, i in zip(paths, ids)]
+
+
+def _path_hash(path: str) -> str:
+    """`run.path_run_id`, also for a file name that is not UTF-8 (os.fsencode gives its bytes back;
+    `str.encode` raises on them)."""
+    return hashlib.sha1(os.fsencode(os.path.realpath(path))).hexdigest()[:10]
 
 
 def list_runs(dirs: list[str | os.PathLike], *, depth: int | None = None) -> tuple[list[Run], list[str]]:
     """Run objects under `dirs` with unique, stable ids, and the errors for unreadable dirs."""
+    dirs, empty = _non_empty(dirs)
     w = walk([os.path.abspath(os.fspath(d)) for d in dirs], default_depth() if depth is None else depth)
     paths = [p for p, _cls in w.runs]
-    return [cls(p, run_id=i) for (p, cls), i in zip(w.runs, run_ids(paths))], w.errors
+    return [cls(p, run_id=i) for (p, cls), i in zip(w.runs, run_ids(paths))], empty + w.errors
+
+
+def _non_empty(dirs: list) -> tuple[list, list[str]]:
+    """(the paths that are not empty, an error for each empty one): `os.path.abspath("")` is the
+    working directory, which nobody asked to track."""
+    return ([d for d in dirs if os.fspath(d).strip()],
+            [f"{os.fspath(d)!r}: an empty path, not a directory" for d in dirs if not os.fspath(d).strip()])
 
 
 # The runs frame -----------------------------------------------------------------------------------
 def scan(dirs, *, depth: int | None = None, now: float | None = None) -> tuple[pd.DataFrame, list[str]]:
     """(one row per run under `dirs`, newest first; the tracked dirs that cannot be read, then the
-    folders listed only in part)."""
+    folders listed only in part or not at all)."""
     frame, errors, notes = _scan(dirs, depth=depth, now=now)
     return frame, errors + notes
 
@@ -181,6 +219,10 @@ def _scan(dirs, *, depth: int | None = None, now: float | None = None) -> tuple[
     """(the runs frame; the tracked dirs that cannot be read; the folders listed only in part)."""
     if isinstance(dirs, (str, os.PathLike)):
         dirs = [dirs]
+    dirs, empty = _non_empty(dirs)
+    if empty:
+        frame, errors, notes = _scan(dirs, depth=depth, now=now)
+        return frame, empty + errors, notes
     dirs = [os.path.abspath(os.path.expanduser(os.fspath(d))) for d in dirs]
     depth = default_depth() if depth is None else depth
     now = time.time() if now is None else now
@@ -197,7 +239,7 @@ def _scan(dirs, *, depth: int | None = None, now: float | None = None) -> tuple[
     cache.shared.discard(key)
     # Kept when every run is a file of the listed folders (a folder run's own files are not listed)
     # and every tracked dir could be read: then a warm call re-lists those folders and nothing else.
-    if not w.errors and all(os.path.isfile(r[0].path) for r in rows):
+    if not w.errors and not w.unlisted and all(os.path.isfile(r[0].path) for r in rows):
         signature, overviews, notes = tuple(w.signature), [r[0] for r in rows], tuple(w.notes)
         cache.shared.get_or_create(key, lambda: (signature, frame, overviews, notes),
                                    size=_entry_size(frame, signature) + 1000 * len(overviews))
@@ -232,8 +274,33 @@ def _row(cls: type[Run], path: str, run_id: str, now: float) -> tuple[Overview, 
                 error = f"{field} out of range ({str(v)[:30]})"
     except Exception as e:  # noqa: BLE001 - one bad run costs its row, not the list
         ov, error = Overview(run_id=run.run_id, name=run.name, kind=run.kind, path=run.path), f"{type(e).__name__}: {e}"
-    return ov, (ov.run_id, ov.name, ov.kind, ov.path, ov.status, ov.step, ov.max_steps, ov.created, ov.updated,
-                ov.model, ov.attempts, ov.flavor, list(ov.train_envs), list(ov.eval_envs), error)
+    row = (ov.run_id, ov.name, ov.kind, ov.path, ov.status, ov.step, ov.max_steps, ov.created, ov.updated,
+           ov.model, ov.attempts, ov.flavor, list(ov.train_envs), list(ov.eval_envs), error)
+    if not _utf8(path):
+        row = row[:-1] + (error or NOT_UTF8_NAME,)
+    return ov, tuple(_printable(v) for v in row)
+
+
+NOT_UTF8_NAME = "its path is not valid UTF-8: shown with \\u escapes, rename it to open the run"
+
+
+def _utf8(text: str) -> bool:
+    """Whether a string can be stored in a frame (pandas' str columns are UTF-8): a file name
+    with bytes that are not UTF-8 comes back from the listing with surrogate escapes."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _printable(value):
+    """A row value with the surrogates of a non-UTF-8 file name written as `\\udcff`."""
+    if isinstance(value, str) and not _utf8(value):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
 
 
 def _again(last: tuple, now: float) -> pd.DataFrame:
