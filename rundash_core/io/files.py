@@ -12,9 +12,10 @@ device named like a run file is never opened.
 """
 from __future__ import annotations
 
-import errno
 import contextlib
 import contextvars
+import errno
+import itertools
 import os
 import stat
 from dataclasses import dataclass
@@ -226,14 +227,18 @@ WALK_MAX_ENTRIES = 5000
 def walk_files(root: str, *, skip=lambda name: False, max_depth: int = WALK_MAX_DEPTH,
                max_entries: int = WALK_MAX_ENTRIES) -> list[str]:
     """The files below `root`, folders in name order, iteratively and bounded in depth and entry
-    count (a tree 1,000 levels deep or with 100k entries costs no more than the bounds); folder
-    links are not followed, unreadable folders are passed over."""
+    count (a tree 1,000 levels deep or with 100k entries costs no more than the bounds: a folder
+    is listed only as far as the count allows, then that part sorted); folder links are not
+    followed, unreadable folders are passed over, and a root outside the allowed roots (a link
+    out) is not listed at all."""
+    if not inside_roots(root):
+        return []
     out, stack, seen = [], [(root, 0)], 0
     while stack:
         folder, depth = stack.pop()
         try:
             with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(itertools.islice(it, max_entries - seen + 1), key=lambda e: e.name)
         except OSError:
             continue
         subdirs = []
