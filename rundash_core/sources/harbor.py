@@ -21,29 +21,31 @@ import re
 import threading
 from dataclasses import dataclass
 
-import orjson
 import pandas as pd
 
 from .. import cache
-from ..io.files import FileId, file_id, read_range, read_tail
+from ..io.files import OUTSIDE_ROOTS, file_id
 from ..io.files import inside_roots, is_dir
 from ..io.configs import dig
+from .harbor_values import TOKEN_KEYS as _TOKEN_KEYS, iso_time as _time
+from .harbor_values import load_json_object, number as _number, tokens as _tokens, unusable as _unusable
+from .harbor_values import exception_txt as _exception_txt, reward_txt as _reward_txt
 
-STEP_DIR = re.compile(r"^step_(\d+)$")
+STEP_DIR = re.compile(r"^step_(\d{1,18})$")  # a wider number is no step: it would not fit int64 columns
 EXP_STAMP = re.compile(r"^(.*)-(\d{8})-(\d{6})$")
 TRIAL_HEX = re.compile(r"-[0-9a-f]{6,}$")
 REPO_NUMBER = re.compile(r"-\d+$")
 NAMED_EXP = re.compile(rb"(/[^\s\"'=()]*?/harbor_trials/[^\s\"'=()]+?/[^\s\"'=()/]+)/step_\d+")  # spec 1.3
+_TRIALS = b"/harbor_trials/"
+_STEP_AT = re.compile(rb"/step_\d+")
+_PATH_ENDS = (b" ", b"\t", b"\n", b"\r", b"\f", b"\v", b'"', b"'", b"=", b"(", b")")  # NAMED_EXP's [^\s"'=()]
 SIBLING_WINDOW_S = 600
 RESULT, REWARD, EXCEPTION = "result.json", os.path.join("verifier", "reward.txt"), "exception.txt"
-MAX_JSON_BYTES = 64 << 20
 _URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]+")
-_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::(.*))?$")
 
 TRIAL_COLUMNS = ("sample_id", "step", "task_id", "capability", "reward", "ok", "exception_type", "exception",
                  "n_input_tokens", "n_output_tokens", "n_cache_tokens", "turns", "started", "duration_s",
                  "problem", "locator")
-_TOKEN_KEYS = ("n_input_tokens", "n_output_tokens", "n_cache_tokens")
 
 
 # Names --------------------------------------------------------------------------------------------
@@ -73,16 +75,46 @@ def step_number(name: str) -> int | None:
 # Linking a log to its exp dirs (spec 1.3) --------------------------------------------------------
 def named_exp_dirs(data: bytes) -> list[str]:
     """Exp dirs named by `<exp dir>/step_N` paths in some log bytes, in order of first appearance."""
-    if b"harbor_trials" not in data:
-        return []
-    return list(dict.fromkeys(m.group(1).decode("utf-8", "replace") for m in NAMED_EXP.finditer(data)))
+    return list(dict.fromkeys(d.decode("utf-8", "replace") for d in _named(data, 0, len(data))))
 
 
 def names_exp_dirs(data: bytes, lo: int, hi: int) -> bool:
-    """Whether `data[lo:hi]` names an exp dir (detection): one literal search, the regex only
-    where `harbor_trials` occurs."""
-    at = data.find(b"harbor_trials", lo, hi)
-    return at >= 0 and NAMED_EXP.search(data, max(data.rfind(b"\n", lo, at) + 1, lo), hi) is not None
+    """Whether `data[lo:hi]` names an exp dir (detection)."""
+    return next(_named(data, lo, hi), None) is not None
+
+
+def _named(data: bytes, lo: int, hi: int):
+    """NAMED_EXP's group 1 over data[lo:hi], found in one pass per path token (a run of bytes
+    without whitespace, quotes, `=` or parentheses): the lazy regex itself is cubic on a long
+    slash-separated token (a base64 blob on a trial's log line), 30 s for 64 KB."""
+    hit = data.find(_TRIALS, lo, hi)
+    while hit >= 0:
+        start = max(max(data.rfind(s, lo, hit) for s in _PATH_ENDS) + 1, lo)
+        ends = [e for s in _PATH_ENDS if (e := data.find(s, hit, hi)) >= 0]
+        end = min(ends) if ends else hi
+        yield from _token_exp_dirs(data, start, end)
+        hit = data.find(_TRIALS, end, hi)
+
+
+def _token_exp_dirs(data: bytes, pos: int, end: int):
+    """The regex's matches in one token: from its first `/` before a `/harbor_trials/`, up to the
+    first `/<exp>/step_<digit>` after it (the project part non-empty, `<exp>` without `/`); when
+    the first such occurrence finds none, no later start or occurrence can."""
+    while (hit := data.find(_TRIALS, pos, end)) >= 0:
+        first = data.find(b"/", pos, hit)
+        if first < 0:  # the occurrence's own `/` starts a match only with a later occurrence
+            first, hit = hit, data.find(_TRIALS, hit + 1, end)
+            if hit < 0:
+                return
+        after = hit + len(_TRIALS) + 1  # (the project part takes one byte at least)
+        for step in _STEP_AT.finditer(data, after, end):
+            slash = data.rfind(b"/", after, step.start())
+            if 0 <= slash < step.start() - 1:
+                yield data[first:step.start()]
+                pos = step.end()
+                break
+        else:
+            return
 
 
 def _stamp(name: str) -> tuple[str, float] | None:
@@ -168,12 +200,14 @@ def local_copy(named: str, log_path: str) -> str | None:
 # Listing -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Folder:
-    """One `step_NNNN` folder of one exp dir and the trial dirs in it (names sorted)."""
+    """One `step_NNNN` folder of one exp dir and the trial dirs in it (names sorted); `odd`: its
+    entries that cannot be read as trials, with why (a broken link, a file, a link outside the roots)."""
 
     exp_dir: str
     name: str
     step: int
     trials: tuple[str, ...]
+    odd: tuple[tuple[str, str], ...] = ()
 
     @property
     def path(self) -> str:
@@ -187,8 +221,38 @@ def list_folders(exp_dirs: list[str]) -> list[Folder]:
         for name in _subdirs(exp):
             n = step_number(name)
             if n is not None:
-                out.append(Folder(exp, name, n, tuple(_subdirs(os.path.join(exp, name)))))
+                path = os.path.join(exp, name)
+                outside = os.path.islink(path) and not inside_roots(path)  # (not listed: names leak too)
+                out.append(Folder(exp, name, n, (), (("", OUTSIDE_ROOTS),)) if outside
+                           else Folder(exp, name, n, *_trial_entries(path)))
     return sorted(out, key=lambda f: (f.step, f.exp_dir))
+
+
+def _trial_entries(folder: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """A step folder's trial dirs, and the entries that are none (so they are named, not lost);
+    only links cost a stat more (a listing of thousands of trials stays one scandir)."""
+    dirs, odd = [], []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if e.name.startswith("."):
+                    continue
+                link = e.is_symlink()
+                if link and not inside_roots(e.path):
+                    odd.append((e.name, OUTSIDE_ROOTS))
+                elif e.is_dir():
+                    dirs.append(e.name)
+                else:
+                    odd.append((e.name, "broken symlink" if link and not os.path.exists(e.path) else "a file"))
+    except OSError as e:
+        odd.append(("", f"cannot be listed ({e.strerror or e})"))
+    return tuple(sorted(dirs)), tuple(sorted(odd))
+
+
+def odd_step_names(exp_dir: str) -> list[str]:
+    """`step_*` folders of an exp dir that are no rollout folder (`step_x`, or a number past
+    18 digits), so they are named rather than silently left out."""
+    return [n for n in _subdirs(exp_dir) if n.startswith("step_") and step_number(n) is None]
 
 
 def newest_finish(exp_dirs: list[str], max_trials: int = 256) -> float | None:
@@ -210,89 +274,7 @@ def newest_finish(exp_dirs: list[str], max_trials: int = 256) -> float | None:
     return max(ends) if ends else None
 
 
-# Reading one trial (spec 3.3, 4) ------------------------------------------------------------------
-def _number(v) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):
-        return None
-    return float(v)
-
-
-def _integer(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _time(v) -> int | None:
-    """ns since the epoch (exact) of an ISO time; None for anything else, or a time pandas cannot
-    hold in ns (before 1677, after 2262: a year-9999 `started_at` is no time)."""
-    if not isinstance(v, str) or not v:
-        return None
-    try:
-        t = pd.Timestamp(v)
-        return None if t is pd.NaT else (t.tz_localize("UTC") if t.tzinfo is None else t).value
-    except (ValueError, TypeError, OverflowError):
-        return None
-
-
-def _reward_txt(path: str) -> tuple[float | None, str | None]:
-    try:
-        text = read_range(path, 0, 256).decode("utf-8", "replace").strip()
-    except FileNotFoundError:
-        return None, None
-    except OSError as e:
-        return None, f"verifier/reward.txt cannot be read ({e.strerror or e})"
-    try:
-        value = float(text)
-    except ValueError:
-        return None, f"verifier/reward.txt is not a number ({text[:40]!r})"
-    return (None, "verifier/reward.txt is NaN") if math.isnan(value) else (value, None)
-
-
-def _exception_txt(path: str) -> tuple[str | None, str | None]:
-    """(type, message) from the last line of the traceback in exception.txt (`pkg.Type: message`)."""
-    try:
-        data, _start = read_tail(path, 64 << 10)
-    except OSError as e:
-        return "unknown", f"exception.txt cannot be read ({e.strerror or e})"
-    lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
-    if not lines:
-        return "unknown", ""
-    m = _EXC_LINE.match(lines[-1])
-    if m is None:
-        return "unknown", lines[-1][:500]
-    return m.group(1).rsplit(".", 1)[-1], (m.group(2) or "").strip()
-
-
-def load_json_object(path: str, fid: FileId, name: str = RESULT) -> tuple[dict | None, str | None]:
-    """A JSON object file of a trial (result.json, agent/trajectory.json); problems say `name`."""
-    if fid.size > MAX_JSON_BYTES:
-        return None, f"{name} larger than {MAX_JSON_BYTES >> 20} MiB: not read"
-    try:
-        data = read_range(path, 0, fid.size)
-    except OSError as e:
-        return None, f"{name} cannot be read ({e.strerror or e})"
-    if not data.strip():
-        return None, f"{name} is empty (still being written?)"
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None, f"{name} is not valid JSON"
-    if not isinstance(obj, dict):
-        return None, f"{name} is not a JSON object"
-    return obj, None
-
-
-def _tokens(agent_result) -> list[int | None]:
-    """n_input/n_output/n_cache tokens: the AgentContext totals, else the sum over model_usage."""
-    out = [_integer(dig(agent_result, k)) for k in _TOKEN_KEYS]
-    usage = dig(agent_result, "model_usage")
-    if isinstance(usage, dict) and usage:
-        for i, k in enumerate(_TOKEN_KEYS):
-            parts = [_integer(dig(u, k)) for u in usage.values()]
-            if out[i] is None and parts and None not in parts:
-                out[i] = sum(parts)
-    return out
-
-
+# Reading one trial (spec 3.3, 4; values: harbor_values) --------------------------------------------
 def read_trial(trial_dir: str, step: int, sample_id: str) -> tuple:
     """One row of TRIAL_COLUMNS for a trial dir; never raises."""
     name = os.path.basename(trial_dir)
@@ -320,6 +302,7 @@ def read_trial(trial_dir: str, step: int, sample_id: str) -> tuple:
     started, finished = _time(dig(result, "started_at")), _time(dig(result, "finished_at"))
     duration = (finished - started) / 1e9 if started is not None and finished is not None else None
     tokens = _tokens(dig(result, "agent_result"))
+    problem = problem or _unusable(result)
     return (sample_id, step, task, capability_of(task), reward, ok, exc_type, exc_msg, *tokens, None,
             started, duration, problem, trial_dir)
 

@@ -7,6 +7,7 @@ as a tool message answering its call.
 """
 from __future__ import annotations
 
+import json
 import os
 
 import orjson
@@ -14,7 +15,7 @@ import orjson
 from ..frames import Episode, Message, ToolCall
 from ..io.configs import dig
 from ..io.files import file_id
-from . import harbor
+from . import harbor, harbor_values
 
 TRAJECTORY = os.path.join("agent", "trajectory.json")
 _ROLES = {"system": "system", "user": "user", "agent": "assistant"}
@@ -30,30 +31,50 @@ def _load(trial_dir: str, name: str) -> tuple[dict | None, str | None]:
 
 
 def _text(v) -> str:
+    """A message or arguments as text: a list of content parts is their text joined (spec 3.5),
+    other values JSON (the stdlib's when orjson refuses, e.g. an int past 64 bits)."""
     if v is None:
         return ""
-    return v if isinstance(v, str) else orjson.dumps(v).decode()
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list) and v and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in v):
+        return "".join(p["text"] for p in v)
+    try:
+        return orjson.dumps(v).decode()
+    except TypeError:  # (orjson.JSONEncodeError)
+        return json.dumps(v, ensure_ascii=False, default=str)
+
+
+def _optional_text(v) -> str | None:
+    return None if v is None else _text(v)
 
 
 def _seconds(phase) -> float | None:
-    start, end = harbor._time(dig(phase, "started_at")), harbor._time(dig(phase, "finished_at"))
+    start, end = harbor_values.iso_time(dig(phase, "started_at")), harbor_values.iso_time(dig(phase, "finished_at"))
     return (end - start) / 1e9 if start is not None and end is not None else None
+
+
+def _list(v) -> list:
+    """A JSON list, or nothing (a dict or string where a list belongs is not iterated)."""
+    return v if isinstance(v, list) else []
 
 
 def atif_messages(trajectory: dict) -> list[Message]:
     out: list[Message] = []
-    for step in trajectory.get("steps") or []:
+    for step in _list(trajectory.get("steps")):
         if not isinstance(step, dict):
             continue
-        calls = [ToolCall(str(c.get("function_name") or ""), _text(c.get("arguments")), c.get("tool_call_id"))
-                 for c in step.get("tool_calls") or [] if isinstance(c, dict)]
-        tokens = dig(step, "metrics", "completion_tokens")
-        out.append(Message(_ROLES.get(step.get("source"), str(step.get("source"))), _text(step.get("message")),
-                           step.get("reasoning_content"), calls,
-                           tokens=tokens if isinstance(tokens, int) else None))
-        for r in dig(step, "observation", "results") or []:
+        calls = [ToolCall(_text(c.get("function_name")), _text(c.get("arguments")),
+                          _optional_text(c.get("tool_call_id")))
+                 for c in _list(step.get("tool_calls")) if isinstance(c, dict)]
+        source = _text(step.get("source"))
+        out.append(Message(_ROLES.get(source, source), _text(step.get("message")),
+                           _optional_text(step.get("reasoning_content")), calls,
+                           tokens=harbor_values.integer(dig(step, "metrics", "completion_tokens"))))
+        for r in _list(dig(step, "observation", "results")):
             if isinstance(r, dict):
-                out.append(Message("tool", _text(r.get("content")), tool_call_id=r.get("source_call_id")))
+                out.append(Message("tool", _text(r.get("content")),
+                                   tool_call_id=_optional_text(r.get("source_call_id"))))
     return out
 
 
@@ -69,7 +90,8 @@ def trial_episode(trial_dir: str, row: dict, run_id: str) -> Episode:
     return Episode(
         sample_id=row["sample_id"], run_id=run_id, split=row["split"], step=row["step"], task_id=row["task_id"],
         env=row["env"], reward=row["reward"],
-        rewards={k: float(v) for k, v in rewards.items() if isinstance(v, (int, float))} if isinstance(rewards, dict) else {},
+        rewards={k: v for k, v in ((k, harbor_values.number(v)) for k, v in rewards.items()) if v is not None}
+        if isinstance(rewards, dict) else {},
         messages=atif_messages(trajectory) if isinstance(trajectory, dict) else [],
         ids={"trial": os.path.basename(trial_dir), "trial_dir": trial_dir, **({"id": str(result["id"])} if result and "id" in result else {})},
         timing=timing, error=row["error"], raw=raw)

@@ -67,6 +67,17 @@ def _json(trial_dir: str, name: str) -> tuple[dict | None, str | None]:
     return harbor.load_json_object(path, fid, name)
 
 
+def _snapshot(proxy: dict | None) -> list | None:
+    """The proxy's `messages_snapshot`, each message's `content` and `tool_calls` of a type the
+    analyses can walk (a number there made `validation`/`failure_modes` raise), else dropped."""
+    messages = dig(proxy, "messages_snapshot")
+    if not isinstance(messages, list):
+        return None
+    return [{**m, "content": m.get("content") if isinstance(m.get("content"), (str, list)) else None,
+             "tool_calls": m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []}
+            if isinstance(m, dict) else m for m in messages]
+
+
 def _idents(trial_dir: str, *names: str) -> tuple:
     return tuple(file_id(os.path.join(trial_dir, n)) for n in names)
 
@@ -79,7 +90,7 @@ def trial_cot(trial_dir: str) -> dict | None:
         if result is None:
             return None
         proxy, _ = _json(trial_dir, PROXY)
-        counts = val.message_cot(dig(proxy, "messages_snapshot"))
+        counts = val.message_cot(_snapshot(proxy))
         return counts
     return _memo(trial_dir).get(("cot", trial_dir), _idents(trial_dir, harbor.RESULT, PROXY), build)
 
@@ -156,7 +167,7 @@ def trial_facts(trial_dir: str, reward: float | None, output_tokens: int | None)
                 text = None
         if text is None:
             proxy, _ = _json(trial_dir, PROXY)
-            messages = dig(proxy, "messages_snapshot")
+            messages = _snapshot(proxy)
             if isinstance(messages, list):
                 edits, text = fm.message_edits(messages)
         result, _ = _json(trial_dir, harbor.RESULT)

@@ -25,6 +25,7 @@ the paired trainer step).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -51,9 +52,10 @@ LOW_COVERAGE = 0.5
 VAL_STAT_PREFIXES = ("val-", "val/")
 
 _MARK = re.compile(rb"harbor_trials|test_gen_batch meta info|validate_time|val_map:")
-_VAL_MAP = re.compile(rb"val_map:\s*step_(\d+)\s*->\s*train_step\s*(\d+)")
-_VAL_START = re.compile(rb"test_gen_batch meta info:.*'validate':\s*True.*'global_steps':\s*(\d+)")
-_VAL_END = re.compile(rb"step:(\d+)\s*-.*rollouter/validate_time")
+# step numbers of at most 18 digits: a wider one is no step (it would not fit the Int64 columns)
+_VAL_MAP = re.compile(rb"val_map:\s*step_(\d{1,18})\s*->\s*train_step\s*(\d{1,18})(?!\d)")
+_VAL_START = re.compile(rb"test_gen_batch meta info:.*'validate':\s*True.*'global_steps':\s*(\d{1,18})(?!\d)")
+_VAL_END = re.compile(rb"step:(\d{1,18})\s*-.*rollouter/validate_time")
 SAMPLE_COLUMNS = tuple(frames.SAMPLES)
 
 
@@ -98,6 +100,7 @@ class LogMarks(ByteTail):
         self.pairs: dict[int, int] = {}  # folder number -> trainer step (first pairing wins)
         self.explicit: dict[int, int] = {}  # `val_map:` lines (always win)
         self.pending: int | None = None
+        self._unscanned: bytes | None = None  # a last line handed out without its newline, not yet scanned
 
     @property
     def nbytes(self) -> int:
@@ -110,7 +113,13 @@ class LogMarks(ByteTail):
                     self._clear()
                 if not new.cut:
                     break
-                self._scan(new.complete)  # a held last line is scanned once it is whole
+                if self._unscanned is not None and not new.redo:
+                    self._scan(self._unscanned)  # its newline came next: it was whole (a redo hands it out again)
+                self._scan(new.complete)  # a held last line is scanned once it is known whole
+                self._unscanned = new.lines[len(new.complete):] if new.held else None
+            if self._unscanned is not None and not self._held and not self._redo_due:
+                self._scan(self._unscanned)  # only its newline came since: it was whole
+                self._unscanned = None
         return self
 
     def _scan(self, data: bytes) -> None:
@@ -126,7 +135,7 @@ class LogMarks(ByteTail):
     def _line(self, line: bytes) -> None:
         for d in harbor.named_exp_dirs(line):
             self.named.setdefault(d, None)
-        if (m := _VAL_MAP.search(line)) is not None:
+        for m in _VAL_MAP.finditer(line):  # (a stitched or CR-redrawn line may hold several)
             self.explicit.setdefault(int(m.group(1)), int(m.group(2)))
         if (m := _VAL_START.search(line)) is not None:
             self.pending = int(m.group(1))
@@ -147,6 +156,17 @@ def log_marks(path: str) -> LogMarks:
     marks.refresh()
     cache.shared.evict()
     return marks
+
+
+def _unique_ids(trials: pd.DataFrame) -> pd.Series:
+    """Sample ids, unique: a trial dir name met again in another exp dir (a copied dump) gets
+    `~<hash of its path>`, so each copy opens as its own episode (the first keeps the plain id)."""
+    ids = trials["sample_id"]
+    again = ids.duplicated()
+    if not again.any():
+        return ids
+    tags = trials["locator"].map(lambda p: hashlib.sha1(p.encode("utf-8", "surrogateescape")).hexdigest()[:8])
+    return ids.where(~again, ids + "~" + tags)
 
 
 # The run -----------------------------------------------------------------------------------------
@@ -184,14 +204,18 @@ class SweLegoRLRun(VerlRun):
                 found.append(named)
             elif (copy := harbor.local_copy(named, self.path)) is not None:
                 found.append(copy)
+            elif os.path.lexists(named):  # a file or a broken link where the folder should be
+                problems.append(Problem(named, "trial dir named in the log is not a folder"))
             else:
                 problems.append(Problem(named, "trial dir named in the log is not on disk "
                                                "(deleted, or another machine's path)"))
         found += harbor.sibling_exp_dirs(self.path, self.exp)
         unique = list({os.path.realpath(d): d for d in reversed(found)}.values())[::-1]
+        expanded = harbor.expand_siblings(unique)  # (a sibling or project folder may link anywhere)
+        problems += [Problem(d, f"trial dir {OUTSIDE_ROOTS}") for d in expanded if not inside_roots(d)]
         with self._lock:
             self._link_problems = problems
-        return harbor.expand_siblings(unique)
+        return [d for d in expanded if inside_roots(d)]
 
     def expected_n(self) -> int:
         """Rollouts per prompt: `actor_rollout_ref.rollout.n` from the logged config (default 8)."""
@@ -253,7 +277,7 @@ class SweLegoRLRun(VerlRun):
         error = trials["exception_type"].where(trials["exception"].isna() | (trials["exception"] == ""),
                                                trials["exception_type"] + ": " + trials["exception"])
         return frames.typed({
-            "sample_id": trials["sample_id"], "split": [by_step[n][2] for n in steps], "step": trials["step"],
+            "sample_id": _unique_ids(trials), "split": [by_step[n][2] for n in steps], "step": trials["step"],
             "trainer_step": [by_step[n][3] for n in steps], "group_id": trials["task_id"],
             "task_id": trials["task_id"], "env": trials["capability"], "reward": trials["reward"],
             "ok": trials["ok"], "error": error, "status": trials["ok"].map({True: "completed", False: "error"}),
@@ -315,6 +339,7 @@ class SweLegoRLRun(VerlRun):
         events = [g for g in self._groups() if g[2] == "val"]
         trials = harbor.read_folders([f for g in events for f in g[6]])
         trials = trials.rename(columns={"capability": "env", "n_output_tokens": "output_tokens"})
+        trials["sample_id"] = _unique_ids(trials)  # (the ids samples() gives: failure modes link to them)
         return events, trials.sort_values("locator").drop_duplicates(["step", "task_id"])
 
     def val_cot(self) -> pd.DataFrame:
@@ -346,10 +371,14 @@ class SweLegoRLRun(VerlRun):
         have = set()
         for f in (f for g in self._groups() for f in g[6]):
             have.add(f.exp_dir)
-            if not f.trials:
+            out += [Problem(os.path.join(f.path, name), f"not a trial dir: {why}") if name
+                    else Problem(f.path, f"step folder {why}") for name, why in f.odd]
+            if not f.trials and not f.odd:
                 out.append(Problem(f.path, "step folder holds no trial dirs"))
                 continue
             counts = Counter(row[-2] for row in harbor.exp_dir_trials(f.exp_dir).rows(f) if row[-2] is not None)
             out += [Problem(f.path, f"trial dirs: {what}", n) for what, n in counts.items()]
         out += [Problem(d, "exp dir holds no step_* folders yet") for d in exp_dirs if d not in have]
+        out += [Problem(os.path.join(d, n), "not a step_<number> folder (at most 18 digits): left out")
+                for d in exp_dirs for n in harbor.odd_step_names(d)]
         return out
