@@ -14,7 +14,7 @@ from ..io.configs import dig, load_config_file
 from ..io.files import mtime, read_range, walk_files
 from ..metricstore import MetricStore, empty_tidy, shared_store
 from ..run import Overview, Problem, Run, utc
-from .prime_rl_ends import metrics_head, metrics_tail
+from .prime_rl_ends import metrics_ends
 from ..reports import WithReports, list_reports
 
 MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
@@ -43,11 +43,19 @@ def is_run_dir(path: str) -> bool:
 
 
 def _attempt_numbers(folder: str) -> list[int]:
+    """The N of the `attempt_N` folders (a stray file named so is no attempt)."""
     try:
-        names = os.listdir(folder)
+        with os.scandir(folder) as it:
+            return sorted(int(m.group(1)) for e in it if (m := _ATTEMPT.match(e.name)) and _is_dir(e))
     except OSError:
         return []
-    return sorted(int(m.group(1)) for n in names if (m := _ATTEMPT.match(n)))
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _latest_attempt(folder: str) -> int | None:
@@ -252,8 +260,7 @@ class PrimeRLRun(Run):
         """Times from the metrics' own `time` (first row, last rows), not from file times (a run
         without metric times yet falls back to its files'); the newest file time (`touched`) says
         whether the run is still being written."""
-        last, ended = metrics_tail(self.metrics_path())
-        started, first_step = metrics_head(self.metrics_path())
+        last, ended, started, first_step = metrics_ends(self.metrics_path(), self.store)
         times = [t[1] for t in (inputs[0], *(s for _f, s in inputs[6]), inputs[8], inputs[9]) if t is not None]
         touched = max(times) if times else None
         if started is None:
@@ -311,9 +318,13 @@ class PrimeRLRun(Run):
             if (why := _unlistable(folder)) is not None:
                 out.append(Problem(folder, f"cannot be listed ({why}): its files are not shown"))
         from ..eval_pane import read_plan  # (plan.json: the eval pane's blocks)
+        from .prime_rl_checks import chunk_problems, config_problems, log_problems
         from .prime_rl_lines import bad_line_problems
+        from .prime_rl_live import live_problems
 
         out += bad_line_problems(self.path)  # trace files read so far (samples listed)
+        out += config_problems(self._resolved_dir(), self.config_files()) + log_problems(self.logs())
+        out += chunk_problems(self.path) + live_problems(self.path)
         return out + read_plan(self._p("monitors", "file", "plan.json"))[1]
 
     # Samples (traces: `prime_rl_traces`) ---------------------------------------------------------

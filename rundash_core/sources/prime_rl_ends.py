@@ -14,6 +14,19 @@ def _is_step(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
 
 
+def _time(row: dict) -> float | None:
+    """A row's `time` (or legacy `_timestamp`) when it is a date: one Infinity or 1e300 would
+    otherwise blank the run's updated/started times (no Timestamp holds it)."""
+    t = row.get("time", row.get("_timestamp"))
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        return None
+    return float(t) if 0 <= t < MAX_TIME else None  # (NaN and a 400-digit int fail this too)
+
+
+HEAD_BYTES = 64 << 10
+MAX_TIME = 1 << 33  # epoch seconds: year 2242, inside pandas' Timestamp range
+
+
 def _row(line: bytes) -> dict | None:
     if b'"step"' not in line and b'"time"' not in line:
         return None
@@ -24,45 +37,60 @@ def _row(line: bytes) -> dict | None:
     return row if isinstance(row, dict) else None
 
 
-def metrics_tail(path: str | None) -> tuple[int | None, float | None]:
+def metrics_tail(path: str | None) -> tuple[int | None, float | None, bool]:
     """(the highest step, the latest `time`) among the rows at the end of a metrics file (the last
-    64 KiB, 1 MiB when that holds no step)."""
+    64 KiB, 1 MiB when that holds no step), and whether the whole file was read: when not, and no
+    step was seen (an hour-long step under 5-second inference rows), the caller asks the store."""
     for nbytes in (64 << 10, 1 << 20):
         try:
             data, start = read_tail(path, nbytes) if path else (b"", 0)
         except OSError:
-            return None, None
+            return None, None, True
         rows = [r for r in map(_row, data.split(b"\n")[1 if start else 0:]) if r is not None]
         steps = [r["step"] for r in rows if _is_step(r.get("step"))]
+        times = [t for r in rows if (t := _time(r)) is not None]
         if steps or start == 0:
-            times = [t for r in rows if isinstance(t := r.get("time", r.get("_timestamp")), (int, float))
-                     and not isinstance(t, bool) and t == t]
-            return (max(steps) if steps else None), (max(times) if times else None)
-    return None, None
+            break
+    return (max(steps) if steps else None), (max(times) if times else None), start == 0
 
 
-def metrics_head(path: str | None) -> tuple[float | None, int | None]:
+def metrics_head(path: str | None) -> tuple[float | None, int | None, bool]:
     """(time of the first row, the first training step) from the start of a metrics file: an
     evaluation of the initial policy at step 0 (rows of `eval/*` keys only) does not make the
-    run's steps count from 0."""
+    run's steps count from 0. The third value says whether the head was the whole file: when
+    not, and it held no training row (a long first step under 5-second inference rows), the
+    caller asks the store."""
     try:
-        head = read_range(path, 0, 64 << 10) if path else b""
+        head = read_range(path, 0, HEAD_BYTES) if path else b""
     except OSError:
-        return None, None
+        return None, None, True
     started = first_step = None
-    for line in head.split(b"\n")[:200]:
+    for line in head.split(b"\n"):
         try:
             row = json.loads(line)
         except (ValueError, RecursionError):
             continue
         if not isinstance(row, dict):
             continue
-        t = row.get("time", row.get("_timestamp"))
-        if started is None and isinstance(t, (int, float)):
-            started = float(t)
+        if started is None:
+            started = _time(row)
         step = row.get("step")
         keys = [k for k in row if k not in RESERVED]
         if _is_step(step) and not all(k.startswith("eval/") for k in keys):
             first_step = step
             break
-    return started, first_step
+    return started, first_step, len(head) < HEAD_BYTES
+
+
+def metrics_ends(path: str | None, store) -> tuple[int | None, float | None, float | None, int | None]:
+    """(last step, last time, first time, first training step) from the file's two ends; `store()`
+    (the run's MetricStore, which parses the whole file) only when an end that is not the whole
+    file holds no step row."""
+    last, ended, whole_tail = metrics_tail(path)
+    if last is None and not whole_tail:
+        last = store().max_step()
+    started, first_step, whole_head = metrics_head(path)
+    if first_step is None and not whole_head:
+        steps = store().wide("trainer", [])["step"].dropna()
+        first_step = int(steps.min()) if len(steps) else None
+    return last, ended, started, first_step

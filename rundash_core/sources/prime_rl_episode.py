@@ -15,8 +15,13 @@ TOKEN_COLUMNS = {"logprobs": "logprob", "advantages": "advantage", "reference_lo
                  "mismatch_kl": "mismatch_kl"}
 
 
+INT64 = 1 << 63
+
+
 def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    """An int that fits the frames' Int64 columns (orjson parses up to 2**64 - 1: a larger one
+    made the listing raise OverflowError)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64 else None
 
 def _d(v) -> dict:
     return v if isinstance(v, dict) else {}
@@ -123,12 +128,16 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
             if not isinstance(ids, list) or not ids:
                 continue
             n = len(ids)
+            where = f"trace {t} node {i}: "  # a stream of the wrong length or type is dropped, and said so
+            token_ids = _array(ids, "int64")
+            if token_ids is None:
+                mismatches.append(f"{where}token_ids are not all whole numbers (no token view)")
+                continue
             mask = np.zeros(n, dtype=bool)
             m = _l(node.get("mask"))
-            mask[:min(n, len(m))] = np.asarray(m[:n], dtype=bool)
+            mask[:min(n, len(m))] = [bool(v) for v in m[:n]]
             cols = {"trace": np.full(n, t), "node": np.full(n, i), "position": np.arange(n),
-                    "token_id": np.asarray(ids, dtype="int64"), "mask": mask}
-            where = f"trace {t} node {i}: "  # a stream of the wrong length is dropped, and said so
+                    "token_id": token_ids, "mask": mask}
             if len(m) != n:
                 mismatches.append(f"{where}mask has {len(m)} values for {n} tokens")
             content = _l(node.get("is_content"))  # full length (1.0 / 0.0), or empty: not recorded
@@ -138,10 +147,14 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
                 mismatches.append(f"{where}is_content has {len(content)} values for {n} tokens")
             for name, col in TOKEN_COLUMNS.items():
                 values = node.get(name)
-                if isinstance(values, list) and len(values) == int(mask.sum()):
+                kept = _array([np.nan if v is None else v for v in values], "float64") if isinstance(
+                    values, list) and len(values) == int(mask.sum()) else None
+                if kept is not None:
                     full = np.full(n, np.nan)
-                    full[mask] = np.asarray([np.nan if v is None else v for v in values], dtype="float64")
+                    full[mask] = kept
                     cols[col] = full
+                elif isinstance(values, list) and len(values) == int(mask.sum()):
+                    mismatches.append(f"{where}{name} are not all numbers")
                 elif isinstance(values, list):
                     mismatches.append(f"{where}{name} has {len(values)} values for {int(mask.sum())} loss-mask tokens")
             nodes.append((n, cols))
@@ -153,6 +166,17 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
                         for c in names})
     out.attrs["mismatches"] = mismatches
     return out
+
+
+def _array(values: list, dtype: str) -> np.ndarray | None:
+    """`values` as a numpy array of `dtype`, or None when one is not a number of that kind (a
+    string, a dict, an int past 64 bits): the record is data, not a promise."""
+    if any(isinstance(v, (str, bytes, bool, dict, list)) or v is None for v in values):
+        return None
+    try:
+        return np.asarray(values, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _timing(trace: dict) -> dict[str, float]:
@@ -175,7 +199,7 @@ def to_episode(record: dict, row: dict, run_id: str, annotations: dict[str, list
         record = {**{k: v for k, v in record.items() if k not in ("nodes", "calls")}, "traces": [record]}
     traces = [t for t in _l(record.get("traces")) if isinstance(t, dict)]
     for t in traces:
-        fold(t, annotations.get(t.get("id"), []))
+        fold(t, annotations.get(t["id"], []) if isinstance(t.get("id"), str) else [])
     several = len(traces) > 1
     rewards, metrics, timing, messages, errors = {}, {}, {}, [], []
     for k, t in enumerate(traces):

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 import orjson
+import zstandard
 
 from .. import cache
 from ..io import zst_seekable
@@ -15,6 +16,7 @@ from ..io.files import file_id, open_file
 from ..run import Problem
 
 MAX_LINE = 1 << 30
+READ_AHEAD = 16 << 20  # a wrong next offset must not read gigabytes: the rest goes line-wise
 
 
 def read_record_line(plain: str, offset: int, length: int = 0) -> bytes:
@@ -26,14 +28,17 @@ def read_record_line(plain: str, offset: int, length: int = 0) -> bytes:
         fh = None
     if fh is not None:
         with fh:
-            fh.seek(offset)
-            data = fh.read(length) if length > 0 else b""
-            if not data.endswith(b"\n"):
+            fh.seek(offset)  # `length` comes from the next index row: a hint, never trusted
+            data = fh.read(min(length, READ_AHEAD)) if length > 0 else b""
+            if b"\n" not in data:
                 data += _read_to_newline(fh)
-            if not data.endswith(b"\n"):
+            if b"\n" not in data:
                 raise KeyError(f"{plain}: the line at {offset} is not complete yet")
             return data[:data.index(b"\n")]
-    return zst_seekable.read_line(plain + ".zst", offset)  # sealed (also: sealed since listing)
+    try:
+        return zst_seekable.read_line(plain + ".zst", offset)  # sealed (also: sealed since listing)
+    except zstandard.ZstdError as e:  # a corrupt frame behind an intact seek table
+        raise zst_seekable.SeekableError(f"{plain}.zst: {e}") from e
 
 
 def _read_to_newline(fh) -> bytes:

@@ -22,6 +22,7 @@ import orjson
 import pandas as pd
 
 from .. import cache, frames
+from ..run import Problem
 from ..io.files import file_id, open_file
 from .prime_rl_episode import _d, _int, _l, _num, message, to_episode
 from .prime_rl_traces import _rows, traces_dir
@@ -38,29 +39,54 @@ def live_dir(run_path: str) -> str:
     return os.path.join(traces_dir(run_path), "live")
 
 
+# real path -> why an in-flight file was (partly) skipped, as last read; `live_problems` says so
+SKIPPED: dict[str, str] = {}
+
+
 def _lines(path: str) -> list[dict]:
     """The complete JSON-object lines of a file (a torn last line is left for the next read),
-    parsed once per version of the file; [] when it vanished."""
+    parsed once per version of the file; [] when it vanished. Complete lines that are not
+    objects are skipped and remembered for `live_problems`."""
     fid = file_id(path)
     if fid is None:
         return []
 
-    def parse() -> list[dict]:
+    def parse() -> tuple[list[dict], int]:
         try:
             with open_file(path) as fh:
                 data = fh.read(min(fid.size, MAX_LIVE_FILE))
         except OSError:
-            return []
-        out = []
+            return [], 0
+        out, bad = [], 0
         for raw in data[:data.rfind(b"\n") + 1].split(b"\n"):
             try:
                 obj = orjson.loads(raw) if raw.strip() else None
             except orjson.JSONDecodeError:
-                continue
+                obj = False
             if isinstance(obj, dict):
                 out.append(obj)
-        return out
-    return cache.shared.current(("prime-rl-live", os.path.realpath(path)), fid, parse)
+            elif obj is not None:
+                bad += 1
+        return out, bad
+    real = os.path.realpath(path)
+    out, bad = cache.shared.current(("prime-rl-live", real), fid, parse)
+    _remember(real, f"{bad} complete line{'s' * (bad > 1)} not a JSON object (skipped)" if bad else None)
+    return out
+
+
+def _remember(real: str, why: str | None) -> None:
+    if why:
+        SKIPPED[real] = why
+    else:
+        SKIPPED.pop(real, None)
+
+
+def live_problems(run_path: str) -> list[Problem]:
+    """In-flight files read so far that held lines (or a pending dispatch) that are not JSON
+    objects; a file since deleted (its episode landed) is no longer named."""
+    root = os.path.realpath(run_path) + os.sep
+    return [Problem(path, why) for path, why in list(SKIPPED.items())
+            if path.startswith(root) and os.path.lexists(path)]
 
 
 def fold_deltas(lines: list[dict]) -> tuple[dict, dict, list[dict]]:
@@ -191,10 +217,15 @@ def _lines_of_json(path: str) -> dict | None:
         try:
             with open_file(path) as fh:
                 obj = orjson.loads(fh.read(1 << 20))
-        except (OSError, orjson.JSONDecodeError):
+        except OSError:
             return None
-        return obj if isinstance(obj, dict) else None
-    return cache.shared.current(("prime-rl-pending", os.path.realpath(path)), fid, parse)
+        except orjson.JSONDecodeError:
+            return False
+        return obj if isinstance(obj, dict) else False
+    real = os.path.realpath(path)
+    obj = cache.shared.current(("prime-rl-pending", real), fid, parse)
+    _remember(real, "not a JSON object (dispatch not shown)" if obj is False else None)
+    return obj or None
 
 
 def live_episode(run_path: str, run_id: str, sample_id: str, now: float | None = None) -> frames.Episode:

@@ -196,7 +196,7 @@ def _list_samples(folder: str) -> pd.DataFrame:
 
 
 # Older layout: rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl (spec 5.8) ------------------
-_STEP_DIR = re.compile(r"^step_(\d+)$")
+_STEP_DIR = re.compile(r"^step_(\d{1,18})$")  # (a longer number overflows the Int64 step column)
 TRUNCATING = {"max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "compaction_failed"}
 
 
@@ -240,7 +240,7 @@ def summarize(rec: dict) -> dict:
                  and (s := _num(v.get("start"))) is not None and (e := _num(v.get("end"))) is not None)
 
     def count(key: str) -> int | None:  # the episode's, else the sum over its traces
-        return _int(rec[key]) if key in rec else sum(_int(t.get(key)) or 0 for t in traces)
+        return _int(rec[key] if key in rec else sum(_int(t.get(key)) or 0 for t in traces))  # (sums: Int64 too)
     return {
         "id": rec.get("id") or info0.get("episode_id"),
         "env": env.get("name") or env.get("id") or rec.get("env_name") or info0.get("env_name"),
