@@ -248,9 +248,6 @@ def test_nothing_outside_the_roots_is_listed_or_opened(tmp_path, monkeypatch):
                       and not files.is_within(p, [root])] == []
 
 
-@pytest.mark.xfail(strict=True, reason="sources/prime_rl.py is_run_dir lists <dir>/logs with os.listdir "
-                   "without checking the allowed roots: a folder whose logs/ links outside is listed "
-                   "(its names read) and becomes a run")
 def test_a_logs_folder_linking_outside_is_not_listed(tmp_path, monkeypatch):
     out, root = _outside(tmp_path), tmp_path / "root"
     (root / "r2").mkdir(parents=True)

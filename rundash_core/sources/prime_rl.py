@@ -11,7 +11,7 @@ import stat
 
 from .. import cache
 from ..io.configs import dig, load_config_file
-from ..io.files import mtime, read_range, walk_files
+from ..io.files import inside_roots, mtime, read_range, walk_files
 from ..metricstore import MetricStore, empty_tidy, shared_store
 from ..run import Overview, Problem, Run, utc
 from .prime_rl_ends import metrics_ends
@@ -37,6 +37,8 @@ def is_run_dir(path: str) -> bool:
     if any(os.path.lexists(os.path.join(path, m)) for m in MARKERS if m != "logs"):
         return True
     logs = os.path.join(path, "logs")
+    if not inside_roots(logs):  # a logs/ linking out of the allowed roots is not listed
+        return False
     names = _listdir(logs)
     return any(n in _PRIME_LOGS or _ATTEMPT.match(n) for n in names) or (
         os.path.isdir(logs) and not names)  # an empty logs/ tree: a run that is just starting
