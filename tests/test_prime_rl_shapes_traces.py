@@ -133,6 +133,8 @@ def test_unsigned_64_bit_ints_in_an_index_row(traces_run):
     listed = run.samples()
     assert len(listed) == len(_index(traces_run)) - 1  # (a row with no usable line number is no episode)
     assert listed["input_tokens"].max() < 2 ** 63
+    _append_index(traces_run, {**last, "line": 902, "id": "e" * 32, "input_tokens": 2 ** 63 - 1})
+    assert len(run.samples()) == len(listed) + 1  # (2**63 - 1 overflowed too: pandas went through float64)
 
 
 def test_rollouts_step_folder_with_a_huge_number(tmp_path):

@@ -15,13 +15,13 @@ TOKEN_COLUMNS = {"logprobs": "logprob", "advantages": "advantage", "reference_lo
                  "mismatch_kl": "mismatch_kl"}
 
 
-INT64 = 1 << 63
+MAX_INT = 1 << 53  # pandas may pass an Int64 column through float64: exact up to 2**53
 
 
 def _int(v) -> int | None:
-    """An int that fits the frames' Int64 columns (orjson parses up to 2**64 - 1: a larger one
-    made the listing raise OverflowError)."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64 else None
+    """An int that fits the frames' Int64 columns exactly (orjson parses up to 2**64 - 1: a larger
+    one made the listing raise OverflowError)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -MAX_INT <= v <= MAX_INT else None
 
 def _d(v) -> dict:
     return v if isinstance(v, dict) else {}
@@ -171,7 +171,8 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
 def _array(values: list, dtype: str) -> np.ndarray | None:
     """`values` as a numpy array of `dtype`, or None when one is not a number of that kind (a
     string, a dict, an int past 64 bits): the record is data, not a promise."""
-    if any(isinstance(v, (str, bytes, bool, dict, list)) or v is None for v in values):
+    bad = (str, bytes, dict, list, bool) if dtype == "int64" else (str, bytes, dict, list)  # is_masked: bools
+    if any(isinstance(v, bad) or v is None for v in values):
         return None
     try:
         return np.asarray(values, dtype=dtype)

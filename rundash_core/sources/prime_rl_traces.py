@@ -196,7 +196,7 @@ def _list_samples(folder: str) -> pd.DataFrame:
 
 
 # Older layout: rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl (spec 5.8) ------------------
-_STEP_DIR = re.compile(r"^step_(\d{1,18})$")  # (a longer number overflows the Int64 step column)
+_STEP_DIR = re.compile(r"^step_(\d{1,15})$")  # (a longer number overflows the Int64 step column)
 TRUNCATING = {"max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "compaction_failed"}
 
 
