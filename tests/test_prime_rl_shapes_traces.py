@@ -208,3 +208,23 @@ def test_live_folder_that_is_a_file(traces_run):
     (traces_run / T / "live").write_text("x")
     run = rd.open_run(traces_run)
     assert run.live_samples().empty and len(run.samples()) == len(_index(traces_run))
+
+
+@pytest.mark.parametrize("field, value", [("token_ids", ["a", 1]), ("token_ids", [None, {}]),
+                                          ("logprobs", ["x", {}]), ("id", ["not", "hashable"])])
+def test_odd_types_in_an_episode_record(tmp_path, field, value):
+    """Bug: a token stream with strings/dicts/None (ValueError, TypeError) or a list trace id
+    (unhashable) escaped `episode()` as a traceback."""
+    run_dir = copy_run(next((DATA / "verifiers-eval").glob("*--*")), tmp_path / "out")
+    path = run_dir / "traces.jsonl"
+    record = json.loads(path.read_bytes().splitlines()[0])
+    trace = record["traces"][0]
+    if field == "id":
+        trace["id"] = value
+    else:
+        node = next(n for n in trace["nodes"] if n.get("token_ids"))
+        node[field] = value * (len(node["token_ids"]) // 2 if field == "logprobs" else 1)
+    path.write_text(json.dumps(record) + "\n")
+    run = rd.open_run(run_dir)
+    episode = run.episode(run.samples()["sample_id"][0])
+    assert episode.messages
