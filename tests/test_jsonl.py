@@ -316,3 +316,11 @@ def test_parse_empty_and_blank():
     assert parse_jsonl_bytes(b"", probs).rows == []
     assert parse_jsonl_bytes(b"\n \n\n", probs).rows == []
     assert not probs.counts
+
+
+def test_a_byte_order_mark_does_not_cost_the_first_row():
+    """A metrics file begun by a Windows tool starts with a UTF-8 BOM: the first row is still a row,
+    and no problem is made of it."""
+    problems = LineProblems()
+    parsed = parse_jsonl_bytes(b'\xef\xbb\xbf{"step": 1, "a": 1.0}\n{"step": 2, "a": 2.0}\n', problems)
+    assert [r["step"] for r in parsed.rows] == [1, 2] and not problems.counts

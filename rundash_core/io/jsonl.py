@@ -103,6 +103,8 @@ def _lenient(raw: bytes, problems: LineProblems, line_no: int):
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         pass
+    if raw.startswith(b"\xef\xbb\xbf"):  # a byte-order mark (a file begun by a Windows tool): not data
+        return _lenient(raw[3:], problems, line_no)
     if not raw.strip():
         return _SKIP
     if b"\x00" in raw:
