@@ -345,6 +345,8 @@ def test_lines_render_as_escaped_coloured_html():
     out = logview.line_html(text)
     assert "<script" not in out and "<img" not in out and "&lt;script&gt;" in out and "&lt;img src=x" in out
     assert '<span style="color:#d1242f;font-weight:600">ERROR</span>' in out and "\x1b" not in out
+    plain = logview.line_html("<script>alert(1)</script> <img src=x onerror=alert(2)>")  # no colour: the short path
+    assert plain == "&lt;script&gt;alert(1)&lt;/script&gt; &lt;img src=x onerror=alert(2)&gt;"
     frame = frames.typed({"time": [pd.Timestamp("2026-09-01 08:00", tz="UTC")], "component": ["<b>c</b>"],
                           "level": ["ERROR"], "text": [text], "path": ["p"], "offset": [0]}, frames.LOG_LINES)
     pane = logview.pane_html(frame, show_component=True)
