@@ -103,7 +103,7 @@ class ByteTail:
         self.error, self.fid = None, fid
         self.reads += len(new)
         self._seen += len(new)
-        self._checkpoint = (self._checkpoint + new[-CHECKPOINT_BYTES:])[-CHECKPOINT_BYTES:]
+        self._checkpoint = advance_checkpoint(self._checkpoint, new)
         if self._held and new:
             new = self._resume_held(new)
         start, at_end = self.offset, self._seen == fid.size
@@ -161,14 +161,27 @@ class ByteTail:
 
     def _continues(self, fid: FileId) -> bool:
         """Is `fid` the same file we read, grown or unchanged, with the bytes we read intact?"""
-        if self.fid is None or not fid.same_file(self.fid) or fid.size < self._seen:
-            return False
-        if not self._checkpoint:
-            return self._seen == 0
-        try:
-            return read_range(self.path, self._seen - len(self._checkpoint), self._seen) == self._checkpoint
-        except OSError:
-            return False
+        return only_grew(self.path, fid, since=self.fid, end=self._seen, checkpoint=self._checkpoint)
+
+
+def only_grew(path: str, fid: FileId, *, since: FileId | None, end: int, checkpoint: bytes) -> bool:
+    """Is `fid` the file last read as `since`, grown or unchanged, with its first `end` bytes intact
+    (`checkpoint`, the last of them, still there)? If not, it was replaced, truncated or rewritten,
+    and whatever was built from it is read again from the start. (`ByteTail` and the prime-rl
+    JSON-lines cache both follow files this way.)"""
+    if since is None or not fid.same_file(since) or fid.size < end:
+        return False
+    if not checkpoint:
+        return end == 0
+    try:
+        return read_range(path, end - len(checkpoint), end) == checkpoint
+    except OSError:
+        return False
+
+
+def advance_checkpoint(checkpoint: bytes, new: bytes) -> bytes:
+    """The last CHECKPOINT_BYTES read, once `new` is read on after `checkpoint`."""
+    return (checkpoint + new[-CHECKPOINT_BYTES:])[-CHECKPOINT_BYTES:]
 
 
 def _inked(piece: bytes) -> bool:

@@ -12,6 +12,7 @@ import zstandard
 
 from .. import cache
 from ..io import zst_seekable
+from ..io.bytetail import CHECKPOINT_BYTES, advance_checkpoint, only_grew
 from ..io.files import file_id, open_file
 from ..run import Problem
 
@@ -60,7 +61,7 @@ def _read_to_newline(fh) -> bytes:
 class _Parsed:
     """What a JSON-lines file gave so far: the kept objects, where its complete lines end (a torn
     last line waits for its newline), its lines that are not objects, and its last bytes read (if
-    they are unchanged, the file only grew)."""
+    they are unchanged, the file only grew: `bytetail.only_grew`)."""
 
     end: int
     items: list
@@ -68,9 +69,6 @@ class _Parsed:
     bad: int = 0
     first_bad: int | None = None
     checkpoint: bytes = b""
-
-
-CHECKPOINT = 64
 
 
 def objects(path: str, what: str, keep) -> list:
@@ -96,7 +94,9 @@ def objects(path: str, what: str, keep) -> list:
 
 def _parse(path: str, fid, keep, have) -> _Parsed:
     """The file's complete lines parsed on from the last read (`have`: (its file id, `_Parsed`))."""
-    before = have[1] if have is not None and _only_grew(path, fid, have) else _Parsed(0, [])
+    old_fid, before = have if have is not None else (None, _Parsed(0, []))
+    if not only_grew(path, fid, since=old_fid, end=before.end, checkpoint=before.checkpoint):
+        before = _Parsed(0, [])  # replaced, truncated or rewritten: read again whole
     with open_file(path) as fh:
         fh.seek(before.end)
         data = fh.read(max(0, fid.size - before.end))
@@ -112,23 +112,8 @@ def _parse(path: str, fid, keep, have) -> _Parsed:
         elif data[pos:end].strip():
             bad, first = bad + 1, first or line
         pos = end + 1
-    checkpoint = (before.checkpoint + data[:pos])[-CHECKPOINT:]
+    checkpoint = advance_checkpoint(before.checkpoint, data[max(0, pos - CHECKPOINT_BYTES):pos])
     return _Parsed(before.end + pos, before.items + items if before.items else items, line, bad, first, checkpoint)
-
-
-def _only_grew(path: str, fid, have) -> bool:
-    """Is the file the one last read, grown or not, with the bytes last read intact?"""
-    old_fid, parsed = have
-    if old_fid is None or not fid.same_file(old_fid) or fid.size < parsed.end:
-        return False
-    if parsed.end == 0:
-        return True
-    try:
-        with open_file(path) as fh:
-            fh.seek(parsed.end - len(parsed.checkpoint))
-            return fh.read(len(parsed.checkpoint)) == parsed.checkpoint
-    except OSError:
-        return False
 
 
 # real path -> (complete lines that are not a JSON object, the first one's line number), as last parsed
