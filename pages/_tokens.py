@@ -68,10 +68,9 @@ def token_panel(run, episode) -> None:
         with per_token:
             _per_token(view)
         with rendered:
-            texts = tk.rendered_texts(view.table)
-            for trace, text in texts:
-                if len(texts) > 1:
-                    st.caption(f"Trace {trace + 1} of {len(texts)}")
+            for label, text in tk.rendered_texts(view.table):
+                if label:
+                    st.caption(label)
                 st.code(text, language="text", wrap_lines=True)
         with raw:
             if len(tokens) > TABLE_ROWS:

@@ -171,7 +171,7 @@ def token_table(tokens: pd.DataFrame | None, *, tokenizer: Tokenizer | None = No
     tokens = tokens.reset_index(drop=True)
     notes = [str(n) for n in tokens.attrs.get("mismatches", [])] + _coverage(tokens)
     out = {"position": np.arange(len(tokens))}
-    for col in ("trace", "node"):
+    for col in ("trace", "node", "parent"):
         if col in tokens:
             out[col] = tokens[col].to_numpy()
     out["token_id"] = tokens["token_id"].to_numpy()
@@ -207,13 +207,39 @@ def default_overlay(table: pd.DataFrame) -> str | None:
     return next((c for c in options if table[c].nunique(dropna=True) > 1), options[0] if options else None)
 
 
-def rendered_texts(table: pd.DataFrame) -> list[tuple[int, str]]:
-    """(trace, its token ids decoded as one text), for the Rendered view."""
+def rendered_texts(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """(which text, the token ids decoded as one text) per branch of each trace, for the Rendered
+    view: joining the nodes along a root→leaf path gives the exact model input plus output (prime-rl
+    spec 5.5), while joining every node of a branched trace would repeat and mix its turns. A table
+    without the tree (`parent`) is one text per trace; the label is empty when there is one text."""
     if table.empty:
         return []
-    if "trace" not in table:
-        return [(0, "".join(table["text"]))]
-    return [(int(t), "".join(part["text"])) for t, part in table.groupby("trace", sort=True)]
+    traces = list(table.groupby("trace", sort=True)) if "trace" in table else [(0, table)]
+    out = []
+    for t, part in traces:
+        paths = _branch_paths(part) if {"node", "parent"} <= set(part.columns) else None
+        if paths is None:
+            out.append((f"Trace {int(t) + 1}", "".join(part["text"])))
+            continue
+        texts = {node: "".join(rows["text"]) for node, rows in part.groupby("node", sort=False)}
+        for b, path in enumerate(paths):
+            out.append((f"Trace {int(t) + 1} · branch {b + 1} of {len(paths)}" if len(paths) > 1 else
+                        f"Trace {int(t) + 1}", "".join(texts[n] for n in path)))
+    return [("" if len(out) == 1 else label, text) for label, text in out]
+
+
+def _branch_paths(part: pd.DataFrame) -> list[list[int]]:
+    """Root→leaf node paths of one trace's token table, in leaf order (a parent loop stops)."""
+    parent = dict(zip(part["node"].astype(int), part["parent"].astype(int)))
+    has_child = set(parent.values())
+    paths = []
+    for leaf in sorted(n for n in parent if n not in has_child):
+        path, n = [], leaf
+        while n in parent and n not in path:
+            path.append(n)
+            n = parent[n]
+        paths.append(path[::-1])
+    return paths or [sorted(parent)]
 
 
 # Colour scales ------------------------------------------------------------------------------------

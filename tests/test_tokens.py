@@ -117,7 +117,30 @@ def test_token_table_overlays_from_a_trace(tok):
     assert stable[4:] == [1.0, 0.0, 1.0]
     assert tk.overlays_in(table) == ["advantage", "logprob", "trainer_logprob", "entropy", "mismatch_kl",
                                      "ipo_stable", "mask", "is_content"]
-    assert tk.rendered_texts(table) == [(0, tok.decode(ids))]
+    assert tk.rendered_texts(table) == [("", tok.decode(ids))]
+
+
+def test_rendered_view_joins_each_branch_along_its_path(tok):
+    """A branched trace (two answers to one prompt, a node without tokens between) renders one
+    text per root→leaf path, not its nodes run together; a second trace is its own text."""
+    def ids(text):
+        return tok.encode(text, add_special_tokens=False).ids
+
+    def node(text, parent=None):
+        n = {"token_ids": ids(text), "mask": [False] * len(ids(text)), "logprobs": []}
+        return n if parent is None else {**n, "parent": parent}
+    branched = _trace([node("System says hi."), {"parent": 0, "message": {"role": "user", "content": "x"}},
+                       node(" Question?", 1), node(" Answer one.", 2), node(" Answer two.", 2)])
+    single = _trace([node("Other trace.")])
+    table, _ = tk.token_table(prime_rl_episode.token_frame([branched, single]), tokenizer=tok)
+    assert table["parent"].tolist()[:len(ids("System says hi."))] == [-1] * len(ids("System says hi."))
+    assert tk.rendered_texts(table) == [
+        ("Trace 1 · branch 1 of 2", "System says hi. Question? Answer one."),
+        ("Trace 1 · branch 2 of 2", "System says hi. Question? Answer two."),
+        ("Trace 2", "Other trace.")]
+    looped = _trace([node("a", 1), node(" b", 0)])  # a parent loop: the nodes in order, no hang
+    table, _ = tk.token_table(prime_rl_episode.token_frame([looped]), tokenizer=tok)
+    assert tk.rendered_texts(table) == [("", "a b")]
 
 
 def test_length_mismatches_are_reported():

@@ -52,6 +52,20 @@ def branches(nodes: list[dict]) -> list[list[int]]:
         out.append(path[::-1])
     return out
 
+def token_parents(nodes: list) -> dict[int, int]:
+    """Per node, the nearest node above it that has tokens (-1: none): what the token table keeps
+    of the tree, so a branch's tokens can be joined along its path (a node without tokens, a
+    system prompt sent as text, is stepped over)."""
+    has_tokens = {i for i, n in enumerate(nodes) if isinstance(n, dict) and isinstance(n.get("token_ids"), list)
+                  and n["token_ids"]}
+    out = {}
+    for i, node in enumerate(nodes):
+        p, guard = _int(node.get("parent")) if isinstance(node, dict) else None, 0
+        while p is not None and 0 <= p < len(nodes) and p not in has_tokens and guard <= len(nodes):
+            p, guard = (_int(nodes[p].get("parent")) if isinstance(nodes[p], dict) else None), guard + 1
+        out[i] = p if p is not None and p in has_tokens and p != i else -1
+    return out
+
 def fold(trace: dict, annotations: list[dict]) -> None:
     """Apply annotation records to a trace in place (spec 5.6): info deep-merged; each branch
     stream walked along the branch's nodes, kept at mask positions, taken by a node only when all
@@ -123,6 +137,7 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
     one per node: opening an episode is what the Trajectory page waits for)."""
     nodes, mismatches = [], []  # (n, {column: array}) per node with tokens
     for t, trace in enumerate(traces):
+        parents = token_parents(_l(trace.get("nodes")))
         for i, node in enumerate(_l(trace.get("nodes"))):
             ids = node.get("token_ids") if isinstance(node, dict) else None
             if not isinstance(ids, list) or not ids:
@@ -136,7 +151,7 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
             mask = np.zeros(n, dtype=bool)
             m = _l(node.get("mask"))
             mask[:min(n, len(m))] = [bool(v) for v in m[:n]]
-            cols = {"trace": np.full(n, t), "node": np.full(n, i), "position": np.arange(n),
+            cols = {"trace": np.full(n, t), "node": np.full(n, i), "parent": np.full(n, parents[i]), "position": np.arange(n),
                     "token_id": token_ids, "mask": mask}
             if len(m) != n:
                 mismatches.append(f"{where}mask has {len(m)} values for {n} tokens")
@@ -160,7 +175,7 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
             nodes.append((n, cols))
     if not nodes:
         return None
-    names = [c for c in ("trace", "node", "position", "token_id", "mask", "is_content", *TOKEN_COLUMNS.values())
+    names = [c for c in ("trace", "node", "parent", "position", "token_id", "mask", "is_content", *TOKEN_COLUMNS.values())
              if any(c in cols for _n, cols in nodes)]
     out = pd.DataFrame({c: np.concatenate([cols[c] if c in cols else np.full(n, np.nan) for n, cols in nodes])
                         for c in names})
