@@ -61,7 +61,10 @@ def _in_flight() -> None:
         if running and flying is not None and not samples.empty:
             st.caption("No episode in flight right now.")
         return
-    st.caption(f"**IN FLIGHT · {len(flying)}** (read-only; an episode leaves this list when it lands in the stream)")
+    if running:
+        st.caption(f"**IN FLIGHT · {len(flying)}** (read-only; an episode leaves this list when it lands in the stream)")
+    else:  # the run ended with these unfinished: they will never land
+        st.caption(f"**UNFINISHED · {len(flying)}** (in flight when the run stopped; they never landed in the stream)")
     event = st.dataframe(flying[LIVE_COLUMNS], key="tr_live", on_select="rerun", selection_mode="single-row",
                          hide_index=True, placeholder=ABSENT, height=table_height(len(flying), 6),
                          column_config={"duration_s": st.column_config.NumberColumn("elapsed", format="%.1f s")})

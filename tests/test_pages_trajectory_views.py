@@ -188,6 +188,27 @@ def test_in_flight_episodes_are_listed_and_open(monkeypatch, tmp_path):
     assert dict(zip(facts["count"], facts["value"]))["stage"] == "in flight: running"
 
 
+def test_a_stopped_runs_leftover_in_flight_episodes_are_called_unfinished(monkeypatch, tmp_path):
+    """In-flight files left by a run that stopped will never land: not "in flight" any more."""
+    from rundash_core import demo
+    from rundash_core.demo import live as writer
+    import os
+    import time
+
+    folder = demo.ensure_demo(tmp_path / "demo")
+    writer._LiveRun(folder).tick(time.time())
+    run_id, run = _prime(rd.discover([folder]))
+    old = time.time() - 3 * 86400  # the writer went quiet days ago
+    for where, _dirs, names in os.walk(run.path):
+        for name in names:
+            os.utime(os.path.join(where, name), (old, old))
+    run = rd.open_run(run.path, run_id=run_id)
+    assert run.overview().status != "running" and len(run.live_samples()) == 2
+    at = open_page(monkeypatch, folder, PAGE, {"run": run_id})
+    assert any("UNFINISHED · 2" in c.value and "never landed" in c.value for c in at.caption)
+    assert not any("IN FLIGHT" in c.value for c in at.caption)
+
+
 def test_run_text_is_inert_everywhere(monkeypatch, tmp_path):
     """`<script>`, `<img onerror=…>` and markdown/HTML injection through message content, reasoning,
     a tool name, a tool's output, the task id and the env: shown as text (st.code, escaped markdown,
