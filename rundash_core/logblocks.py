@@ -26,7 +26,7 @@ def plain_block(data: bytes) -> bytes | None:
     (then each line is decoded alone). A line with another carriage return (tqdm's redraws) keeps
     every redraw here: `plain_text` keeps the last."""
     try:
-        data.decode("utf-8")
+        data.isascii() or data.decode("utf-8")  # ASCII (most logs) is UTF-8 without a decoded copy
     except UnicodeDecodeError:
         return None
     if b"\x00" in data:
