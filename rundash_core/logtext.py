@@ -2,7 +2,8 @@
 
 The formats (prime-rl spec 3.2-3.3, verl spec 4): loguru records `HH:MM:SS   LEVEL message` with
 ANSI colours; JSON records `{"timestamp", "level", "message", ...}`; vLLM's stdlib logging
-`[(<Proc> pid=N) ]LEVEL MM-DD HH:MM:SS [file.py:N] message`; plain `YYYY-MM-DD HH:MM:SS LEVEL`
+`[(<Proc> pid=N) ]LEVEL MM-DD HH:MM:SS [file.py:N] message`; glog / absl records (torch.distributed,
+c10d, JAX) `Lmmdd HH:MM:SS.uuuuuu thread file:N] message` with L one of I W E F; plain `YYYY-MM-DD HH:MM:SS LEVEL`
 lines (env servers, Ray's C++ `[2025-06-19 16:30:39,118 E …]`); Ray actor prefixes
 `(TaskRunner pid=N, ip=…)` in front of anything; torchrun tee prefixes `[default0]:`.
 
@@ -24,11 +25,13 @@ RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
 LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 UNKNOWN = "unknown"  # a line before any record of its file: no level known
-_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "E": "ERROR", "W": "WARNING", "I": "INFO", "D": "DEBUG"}
+_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "E": "ERROR", "W": "WARNING", "I": "INFO", "D": "DEBUG",
+            "F": "CRITICAL"}
 _LEVEL_WORD = "TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL|FATAL"
 
 _LOGURU = re.compile(rf"^(\d\d):(\d\d):(\d\d) +({_LEVEL_WORD}) ")
 _VLLM = re.compile(rf"^({_LEVEL_WORD}) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+_GLOG = re.compile(r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d{6} +\d+ [^\]\s]+:\d+\]")
 _ISO = re.compile(r"^\[?(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?")
 _RAY_CPP_LEVEL = re.compile(r" ([EWID]) \d+ \d+\]")  # `[2025-06-19 16:30:39,118 E 679234 679666] logging.cc`
 _WORD_LEVEL = re.compile(rf"\b({_LEVEL_WORD})\b")
@@ -130,11 +133,18 @@ def _level_and_stamp(body: str) -> tuple[str | None, Stamp | None]:
             return _iso_level(body, m)
     elif first == "[" and body[1:2].isdigit() and (m := _ISO.match(body)):
         return _iso_level(body, m)
+    elif first in "IWEF" and body[1:2].isdigit() and (m := _GLOG.match(body)):
+        return _month_day_record(m)
     elif first.isupper() and (m := _VLLM.match(body)):
-        mo, d, h, mi, s = (int(m.group(i)) for i in range(2, 7))
-        return norm_level(m.group(1)), Stamp(time_of_day=h * 3600 + mi * 60 + s, month_day=(mo, d))
+        return _month_day_record(m)
     lm = _WORD_LEVEL.search(body, 0, 24)  # `INFO:name:msg`, `(pid) WARNING …`: a level near the start
     return (norm_level(lm.group(1)) if lm else None), None
+
+
+def _month_day_record(m: re.Match) -> tuple[str, Stamp]:
+    """Level and stamp of a record that says month-day and time of day, no year (vLLM, glog)."""
+    mo, d, h, mi, s = (int(m.group(i)) for i in range(2, 7))
+    return norm_level(m.group(1)), Stamp(time_of_day=h * 3600 + mi * 60 + s, month_day=(mo, d))
 
 
 def _iso_level(body: str, m: re.Match) -> tuple[str | None, Stamp | None]:

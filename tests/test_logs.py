@@ -287,6 +287,12 @@ def test_line_formats():
     assert js.level == "INFO" and js.text == "hi\nTrace" and js.stamp.when.timestamp() == pytest.approx(1788264000.123456)
     tqdm = logtext.parse(b"Training Progress:  1%|\r Training Progress:  2%|\r\n")
     assert tqdm.text == " Training Progress:  2%|"
+    glog = logtext.parse(b"W1217 07:20:03.820820 140031002564416 torch/distributed/run.py:779] Setting OMP")
+    assert glog.level == "WARNING" and glog.stamp.month_day == (12, 17) and glog.stamp.time_of_day == 7 * 3600 + 1203
+    absl = logtext.parse(b"(WorkerDict pid=7) E0102 23:59:59.000001    12 xla_bridge.py:9] no TPU")
+    assert absl.actor == "WorkerDict" and absl.level == "ERROR" and absl.stamp.month_day == (1, 2)
+    assert logtext.parse(b"F0102 00:00:00.000001 1 check.cc:3] Check failed").level == "CRITICAL"
+    assert logtext.parse(b"I1217 is not a record").level is None  # the shape, not the first letter
     router = logtext.parse(b"2026-09-24T08:19:44.123Z  INFO vllm_router::server: routing to worker 1")
     assert router.router and router.level == "INFO"
     assert not logtext.parse(b"(APIServer pid=1) INFO 09-24 08:19:49 [x.py:1] engine").router
