@@ -301,6 +301,13 @@ class MetricStore:
         steps = [int(b.steps[: b.n].max()) for b in self.stepped.values() if b.n]
         return max(steps) if steps else None
 
+    def last_valued_step(self) -> int | None:
+        """The highest step with a finite value (`io.valued`: a row of NaNs is no step done)."""
+        steps = [int(b.steps[: b.n][np.isfinite(b.values[: b.n, : len(b.keys)]).any(axis=1)].max(initial=-1))
+                 for b in self.stepped.values() if b.n]
+        top = max(steps, default=-1)
+        return top if top >= 0 else None
+
     def min_step(self) -> int | None:
         steps = [int(b.steps[: b.n].min()) for b in self.stepped.values() if b.n]
         return min(steps) if steps else None

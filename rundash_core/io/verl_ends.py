@@ -1,7 +1,8 @@
 """The ends of a verl console log, for discovery: small reads of the first and last bytes, widened
 only when a field is not found there (`LogEnds`), and targeted byte searches over them
-(`quick_head`, `quick_tail`). No line splitting, no config or metric-line parse: the runs list
-of hundreds of logs must cost little more than a stat per log.
+(`quick_head`, `quick_tail`). No line splitting, no config parse, and of the metric lines only
+the last one is parsed (does it log a finite value?): the runs list of hundreds of logs must cost
+little more than a stat per log.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from .verl_grammar import PROGRESS
+from .verl_steps import STEP_AT as _STEP_AT, _is_validation_key, last_steps  # noqa: F401 (_is_validation_key: bench)
 
 FIRST_BYTES = 16 << 10  # what is read of each end first; a file of up to twice this is read whole
 TAIL_STEPS = (16 << 10, 64 << 10, 1 << 20)  # the tail windows the last `step:N - ` is looked for in
@@ -18,7 +20,6 @@ CONFIG_BYTES = 256 << 10  # the config print is looked for this far into the fil
 LOGGER_BYTES = 256 << 10  # `Creating file logger at` is looked for this far (only with a 'file' logger)
 CONFIG_WINDOW = 64 << 10  # the config print is searched for its sections within this much of its start
 
-_STEP_AT = re.compile(rb"step:(\d+) - ")
 _STR = rb"'((?:[^'\\\n]|\\.)*)'"
 _EXPERIMENT = re.compile(rb"'experiment_name': " + _STR)
 _TOTAL = re.compile(rb"'total_training_steps': (-?\d+|None)")
@@ -273,21 +274,6 @@ class QuickTail:
     last_train_step: int | None = None  # of the last line logging more than validation keys
 
 
-def first_step(data: bytes, lo: int = 0) -> int | None:
-    """The step of the first training metric line (`step:N - key:value - …` not preceded by a word
-    character or `/`, logging a key other than validation ones) in `data[lo:]`: an initial
-    validation at step 0 does not make a log 0-based (spec 2.3)."""
-    while (m := _STEP_AT.search(data, lo)) is not None:
-        pos, lo = m.start(), m.start() + 1
-        if pos and (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/"):
-            continue
-        end = data.find(b"\n", m.end())
-        segments = data[m.end(): end if end >= 0 else len(data)].split(b" - ")
-        if b":" in segments[0] and any(not _is_validation_key(seg.partition(b":")[0]) for seg in segments):
-            return int(m.group(1))  # (a sample print holding `step:0 - text` is no metric line)
-    return None
-
-
 def tail_progress_total(data: bytes, lo: int, hi: int) -> int | None:
     """The total of the last `Training Progress:` bar in data[lo:hi] (None when there is none)."""
     p = hi
@@ -301,17 +287,6 @@ def tail_progress_total(data: bytes, lo: int, hi: int) -> int | None:
 def tail_val_keys(data: bytes, lo: int, hi: int) -> tuple[str, ...]:
     """The validation keys of the last line holding any, in data[lo:hi], in order, once each."""
     return tuple(dict.fromkeys(k.decode("utf-8", "replace") for k in _val_keys(data, lo, hi)))
-
-
-def _last_step_at(data: bytes, lo: int, hi: int) -> tuple[int | None, int]:
-    """(the last `step:N - ` in `data[lo:hi]` not preceded by a word character or `/`, where it
-    starts); (None, -1) when there is none."""
-    while (pos := data.rfind(b"step:", lo, hi)) >= 0:
-        m = _STEP_AT.match(data, pos, hi)
-        if m is not None and (pos == 0 or not (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/")):
-            return int(m.group(1)), pos
-        hi = pos
-    return None, -1
 
 
 _VAL_PREFIXES = (b"val-", b"val/test_score/")
@@ -340,8 +315,9 @@ FINAL_BEFORE = 8 << 10  # how far before the last step line a final-validation p
 
 
 def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
-    """The last step (a backwards search for the last `step:N - `) in the last 16 KiB (64 KiB,
-    1 MiB when that holds none), and in the same window the final-validation print, the
+    """The last step (a backwards search for the last `step:N - ` logging a finite value,
+    `verl_steps`) in the last 16 KiB (64 KiB, 1 MiB when that holds none; before that:
+    `verl_far`), and in the same window the final-validation print, the
     validation keys and (when `progress`: the config gives no total) the last tqdm total.
 
     The final-validation print follows the last step's line (early-2025 verl printed it just
@@ -351,7 +327,7 @@ def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
         data = ends.tail(nbytes)
         lo = data.find(b"\n") + 1 if ends.tail_start > 0 else 0  # the first line is cut
         hi = len(data) if ends.settled else data.rfind(b"\n") + 1  # a partial last line is not read yet
-        step, at = _last_step_at(data, lo, hi)
+        step, at, train = last_steps(data, lo, hi)
         if step is not None or ends.tail_start == 0:
             break
     total = tail_progress_total(data, lo, hi) if progress else None
@@ -366,24 +342,6 @@ def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
     # holds both): after the first metric line when the window is the whole file
     first = _STEP_AT.search(data, lo, hi) if ends.tail_start == 0 else None
     stamps = _STAMP.findall(data, first.start() if first is not None else lo, hi) if first or ends.tail_start else []
-    train, top = step, hi
-    while train is not None and _validation_only(data, at, top):
-        top = at
-        train, at = _last_step_at(data, lo, top)
     return QuickTail(step, total, final, keys, stamps[-1] if stamps else None, train)
 
 
-def _validation_only(data: bytes, at: int, hi: int) -> bool:
-    """Does the metric line at `at` log validation keys only (SFT's per-epoch `val/loss` line)?"""
-    end = data.find(b"\n", at, hi)
-    body = data[data.find(b" - ", at) + 3: end if end >= 0 else hi]
-    return all(_is_validation_key(seg.split(b":", 1)[0]) for seg in body.split(b" - "))
-
-
-_VALIDATION_KEY = re.compile(rb"^(?:val|test_score)|validat|_val\b|/val/")
-
-
-def _is_validation_key(key: bytes) -> bool:
-    """`val-core/…`, `val/…`, `test_score/…`, and the timings of a validation
-    (`rollouter/validate_time`, `timing_s/merge_val`, `timing/testing`)."""
-    return _VALIDATION_KEY.search(key) is not None or key == b"timing/testing"

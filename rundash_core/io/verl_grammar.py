@@ -18,6 +18,7 @@ RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w:.-]*(?: [A-Za-z_][\w.-]*)? )?pid=\d
 METRIC_LINE = re.compile(r"(?:^|[^\w/])step:(\d+) - (.+)$")
 VALUE = r"(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)|True|False|np\.[A-Za-z]+\d*\([^()]*\))"
 SEGMENT = re.compile(rf"^(?P<key>.+):(?P<value>{VALUE})$", re.S)
+PLAIN_SEGMENT = re.compile(rf"^(?P<key>\S+):(?P<value>{VALUE})$")  # a whole `key:value` (no glue, no space)
 NP_WRAP = re.compile(r"^np\.[A-Za-z]+\d*\((.*)\)$", re.S)
 PROGRESS = re.compile(rb"Training Progress:\s+\d+%\|[^|]*\|\s*\d+/(\d+) \[")
 SFT_STEPS = re.compile(rb"Number of steps/epoch \d+, number of epochs \d+, total number of steps (\d+)")
@@ -57,14 +58,32 @@ def parse_segments(rest: str) -> dict[str, float] | None:
     return out if out and not carry else None
 
 
-def parse_console_line(text: str) -> list[tuple[int, dict[str, float]]]:
-    """The metric lines in one decoded physical line (one per tqdm `\\r` piece at most)."""
+def read_segments(rest: str) -> tuple[dict[str, float] | None, bool]:
+    """(values, cut) of `key:value - …`: the grammar's reading, None when pieces are left over (not
+    a metric line: spec 4.8); `cut` when such a line began as one, with a whole `key:value`, before
+    the text that broke it (another writer's output mixed into it). A cut line is not read (the
+    spec's rule: a reward-manager print can hold `step:3 - x:5 - …` by accident), but the reader
+    names it, so a step missing its values is not missing without a word."""
+    values = parse_segments(rest)
+    if values is not None:
+        return values, False
+    return None, PLAIN_SEGMENT.match(rest.split(" - ", 1)[0]) is not None
+
+
+def parse_console_line(text: str, cuts: list | None = None) -> list[tuple[int, dict[str, float]]]:
+    """The metric lines in one decoded physical line (one per tqdm `\\r` piece at most); `cuts`
+    gets the step of each metric line that other output cut (`read_segments`: not read)."""
     out = []
     line = text.replace("\x00", "")
     line = line[:-1] if line.endswith("\r") else line
     for piece in line.split("\r"):
         _source, body = clean_piece(piece)
         m = METRIC_LINE.search(body)
-        if m is not None and (values := parse_segments(m.group(2))) is not None:
+        if m is None:
+            continue
+        values, cut = read_segments(m.group(2))
+        if cut and cuts is not None:
+            cuts.append(int(m.group(1)))
+        if values:
             out.append((int(m.group(1)), values))
     return out

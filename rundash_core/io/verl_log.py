@@ -9,7 +9,8 @@ dicts (keys interned, numbers parsed in C). Lines that could mean something else
 space, quote, bracket, backslash or tab) or that orjson rejects (`nan`, `np.float64(…)`, a sample
 dump that happens to contain `step:3 - `) go one by one: a second JSON try with the values
 normalized, else the exact grammar (`verl_grammar`). Lenient where the grammar is not: a JSON
-literal `true`/`false`/`null` as a value reads as 1/0/a gap.
+literal `true`/`false`/`null` as a value reads as 1/0/a gap. A metric line cut by another writer's
+output is not read (spec 4.8) and is a problem naming its line and step (`verl_grammar.read_segments`).
 
 `VerlLogTail` follows the file with a `ByteTail` (offset + identity, partial last line held back,
 replaced file re-read) and yields MetricStore rows `{"step": N, key: number, …}`, one per metric
@@ -23,7 +24,6 @@ verl's `file` logger JSONL is read by `verl_file_logger.FileLoggerTail` into the
 """
 from __future__ import annotations
 
-import ast
 import operator
 import re
 from dataclasses import dataclass
@@ -35,9 +35,12 @@ import orjson
 from .bytetail import ByteTail
 from .files import read_range
 from .jsonl import LineProblems, TailResult
-from .verl_grammar import clean_piece, parse_console_line
+from .verl_grammar import parse_console_line
+from .verl_pprint import PPRINT as _PPRINT, read_pprint
 
 BLOCK_BYTES = 1 << 20
+CUT_NAMED = 8  # problems named one by one before cut metric lines are only counted (CUT_MORE)
+CUT_MORE = "more metric lines cut by other output: not read"
 
 # Fast path: `step` not after a word character or `/` (spec 4.7's guard, on raw bytes), then the
 # step and the rest of the line. A colour code right before `step:` (`\x1b[0mstep:`) is stripped
@@ -56,27 +59,11 @@ _SEPARATOR = b"\x02-\x02"
 _UNSAFE = (b'"', b"\\", b"[", b"{", b"\t")  # single bytes: memchr finds them fast
 _NP_WRAP_BYTES = re.compile(rb"(?<=:)np\.[A-Za-z]+\d*\(([^()]*)\)")
 _SPECIALS = (b"-nan", b"+nan", b"-inf", b"+inf", b"nan", b"inf")
-_PPRINT = b"validation metrics: {"
-_PPRINT_LINE = re.compile(r"""^\(?(["'])(Initial|Final) validation metrics: (\{.*\})\1\)?$""")
 
 
 def _unwrap(text: bytes) -> bytes:
     """`:np.float64(x)` → `:x`. Split and join: a `sub` template costs a Python call per match."""
     return b"".join(_NP_WRAP_BYTES.split(text))
-
-
-def _literal(text: str):
-    """A printed Python dict: through JSON when it is plainly one (quotes swapped), else
-    `ast.literal_eval`. None when it is not a literal."""
-    if '"' not in text and "\\" not in text and "np." not in text:
-        try:
-            return orjson.loads(text.replace("'", '"'))
-        except orjson.JSONDecodeError:
-            pass
-    try:
-        return ast.literal_eval(re.sub(r"np\.[a-z]+\d*\(([^()]*)\)", r"\1", text))
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
 
 
 def row(step: int, values: dict) -> dict:
@@ -323,14 +310,20 @@ class VerlLogTail(ByteTail):
         """The exact path for a fast-path candidate (`N - rest of the physical line`)."""
         text = self._decode(found, data, start)
         head, _, more = text.partition("\r")
-        parsed = parse_console_line("step:" + head)  # the guard held on the raw bytes
+        cuts: list = []
+        parsed = parse_console_line("step:" + head, cuts)  # the guard held on the raw bytes
         if more:
-            parsed += parse_console_line(more)
+            parsed += parse_console_line(more, cuts)
         rows += (row(step, values) for step, values in parsed)
+        if cuts:
+            self._note_cuts(cuts, data, start, data.find(found))
 
     def _line_exact(self, line: bytes, data: bytes, start: int, rows: list[dict]) -> None:
         if b"step:" in line:
-            rows += (row(s, v) for s, v in parse_console_line(self._decode(line, data, start)))
+            cuts: list = []
+            rows += (row(s, v) for s, v in parse_console_line(self._decode(line, data, start), cuts))
+            if cuts:
+                self._note_cuts(cuts, data, start, data.find(line))
         elif _PPRINT in line:
             self._pprint(line, rows)
 
@@ -338,21 +331,23 @@ class VerlLogTail(ByteTail):
         """A one-line `Initial/Final validation metrics: {…}` print. Era S1 logs record validation
         only there (spec 7): `test_score/<ds>` rows go to step 0 (initial) or the last step
         (final), renamed `val/test_score/<ds>`; other keys are already on the metric lines."""
-        _source, body = clean_piece(line.decode("utf-8", "replace"))
-        if "Final validation metrics" in body:
-            self.final_validation = True
-        m = _PPRINT_LINE.match(body)
-        if m is None:
-            return
-        values = _literal(m.group(3))
-        if not isinstance(values, dict):
-            return
-        renamed = {f"val/{k}": float(v) for k, v in values.items()
-                   if isinstance(k, str) and k.startswith("test_score/") and isinstance(v, (int, float))}
-        step = 0 if m.group(2) == "Initial" else (rows[-1]["step"] if rows else self.last_step)
+        final, kind, renamed = read_pprint(line)
+        self.final_validation = self.final_validation or final
+        step = 0 if kind == "Initial" else (rows[-1]["step"] if rows else self.last_step)
         if renamed and step is not None:
             rows.append(row(step, renamed))
             self._from_pprint.add(id(rows[-1]))
+
+    def _note_cuts(self, cuts: list, data: bytes, start: int, pos: int) -> None:
+        """Metric lines another writer's output cut: each named with its step (the first
+        CUT_NAMED; more are counted under one problem), located at its line."""
+        for step in cuts:
+            what = (f"metric line of step {step} cut by other output: not read (text left over after its "
+                    "values; spec 4.8)") if self._cuts_named() < CUT_NAMED else CUT_MORE
+            self.problems.add(what, self._line_in(data, start, pos) if what not in self.problems.counts else 0)
+
+    def _cuts_named(self) -> int:
+        return sum(what.startswith("metric line of step ") for what in self.problems.counts)
 
     def _decode(self, raw: bytes, data: bytes, start: int) -> str:
         try:

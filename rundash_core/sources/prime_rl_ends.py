@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ..io.files import read_range, read_tail
+from ..io.valued import has_finite_value
 
 RESERVED = ("step", "time", "_timestamp", "producer")
 
@@ -38,16 +39,17 @@ def _row(line: bytes) -> dict | None:
 
 
 def metrics_tail(path: str | None) -> tuple[int | None, float | None, bool]:
-    """(the highest step, the latest `time`) among the rows at the end of a metrics file (the last
-    64 KiB, 1 MiB when that holds no step), and whether the whole file was read: when not, and no
-    step was seen (an hour-long step under 5-second inference rows), the caller asks the store."""
+    """(the highest step of a row logging a finite value, the latest `time`) among the rows at the
+    end of a metrics file (the last 64 KiB, 1 MiB when that holds no step), and whether the whole
+    file was read: when not, and no step was seen (an hour-long step under 5-second inference
+    rows), the caller asks the store."""
     for nbytes in (64 << 10, 1 << 20):
         try:
             data, start = read_tail(path, nbytes) if path else (b"", 0)
         except OSError:
             return None, None, True
         rows = [r for r in map(_row, data.split(b"\n")[1 if start else 0:]) if r is not None]
-        steps = [r["step"] for r in rows if _is_step(r.get("step"))]
+        steps = [r["step"] for r in rows if _is_step(r.get("step")) and has_finite_value(r)]
         times = [t for r in rows if (t := _time(r)) is not None]
         if steps or start == 0:
             break
@@ -88,7 +90,7 @@ def metrics_ends(path: str | None, store) -> tuple[int | None, float | None, flo
     file holds no step row."""
     last, ended, whole_tail = metrics_tail(path)
     if last is None and not whole_tail:
-        last = store().max_step()
+        last = store().last_valued_step()
     started, first_step, whole_head = metrics_head(path)
     if first_step is None and not whole_head:
         steps = store().wide("trainer", [])["step"].dropna()

@@ -266,7 +266,7 @@ class VerlRun(Run):
         store = self.store()
         if store is None:
             return ov
-        if ov.step is None and (top := store.max_step()) is not None:  # no metric line in the tail
+        if ov.step is None and (top := store.last_valued_step()) is not None:  # no metric line in the tail
             ov.step = ov.last_step = top  # window (MiBs of other output after the last one)
             ov = ov.at(now)
         if ov.duration_s is None:

@@ -19,9 +19,12 @@ from .. import cache
 from ..io.bytetail import SETTLE_S
 from ..io.files import file_id, open_file, read_range
 from ..io.jsonl import LineProblems, parse_jsonl_bytes
+from ..io.valued import has_finite_value
 from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
-                            first_step, head_search, quick_head, quick_tail, stamp_in)
+                            head_search, quick_head, quick_tail, stamp_in)
+from ..io.verl_far import far_steps
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
+from ..io.verl_steps import first_step
 from ..io.verl_overrides import HEAD_BYTES as OVERRIDE_BYTES, head_config
 from . import harbor
 
@@ -58,9 +61,9 @@ LOGGER_TAIL_BYTES = 64 << 10
 
 
 def file_logger_last_step(path: str) -> int | None:
-    """The step of the last whole row of a file-logger JSONL tracked without its console log (it
-    has no digest): one read of its last 64 KiB, cached by its fingerprint. None when none is
-    there or the file cannot be read."""
+    """The step of the last whole row logging a finite value (`io.valued`) of a file-logger JSONL
+    tracked without its console log (it has no digest): one read of its last 64 KiB, cached by
+    its fingerprint. None when none is there or the file cannot be read."""
     fp = file_id(path)
     if fp is None:
         return None
@@ -76,7 +79,8 @@ def file_logger_last_step(path: str) -> int | None:
             if _LOGGER_STEP.match(line):
                 row = parse_jsonl_bytes(line, LineProblems()).rows
                 step = row[0].get("step") if row else None
-                if type(step) is int and 0 <= step < 1 << 63 and isinstance(row[0].get("data"), dict):
+                values = row[0].get("data") if row else None
+                if type(step) is int and 0 <= step < 1 << 63 and isinstance(values, dict) and has_finite_value(values):
                     return step
         return -1
     step = cache.shared.current(("verl-logger-step", fp.dev, fp.ino), fp, read, size=lambda _v: 64)
@@ -222,7 +226,11 @@ def _digest(ends: LogEnds) -> Digest:
         if total is None and (pos < 0 or qh.flavor == "sft"):
             m = head_search(ends, SFT_STEPS, b"Number of steps/epoch", window)
             total = int(m.group(1)) if m else None
-    return Digest(named, qh, qt, _stamp_seconds(stamp), logger, first_step(ends._head, max(qh.end, pos, 0)), total,
+    first_metric = first_step(ends._head, max(qh.end, pos, 0))
+    if qt.last_step is None and ends.tail_start > 0 and (pos >= 0 or first_metric is not None):
+        step, train = far_steps(ends)  # a training log ending in MiBs of other output
+        qt = replace(qt, last_step=step, last_train_step=train)
+    return Digest(named, qh, qt, _stamp_seconds(stamp), logger, first_metric, total,
                   next((name for p in qh.models if (name := model_name(p)) is not None), None),
                   tuple(val_sources(qt.keys)))
 

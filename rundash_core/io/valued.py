@@ -1,0 +1,18 @@
+"""Which metric rows count as a step done: one that logs at least one finite number. A row of NaNs
+(a writer's placeholder, a step whose values were all non-numeric or NaN) says nothing about
+training at that step, so the summary's step (run card, runs list) skips it, as charts do."""
+from __future__ import annotations
+
+import math
+
+RESERVED = ("step", "time", "_timestamp", "producer")
+
+
+def has_finite_value(values: dict, *, skip: tuple = RESERVED) -> bool:
+    """Does a row (a parsed JSON object or metric line) hold a finite number outside `skip`?"""
+    for key, v in values.items():
+        if key in skip:
+            continue
+        if type(v) is int or type(v) is bool or (type(v) is float and math.isfinite(v)):
+            return True
+    return False
