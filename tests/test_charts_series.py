@@ -113,6 +113,15 @@ def test_log_y_and_outlier_clip_set_the_axis():
     assert logged.type == "log" and logged.range[1] < 1.0  # log10 units
 
 
+def test_a_few_steps_are_ticked_at_whole_steps_only():
+    """Three steps: plotly's own ticks (0.5, 1.5, …) would be labelled 0, 1, 1, 2 on a whole-number
+    axis; a long run keeps plotly's spacing."""
+    few = SeriesIndex(tidy([(i, float(i), "m", 0.1 * i, "trainer") for i in (1, 2, 3)]))
+    assert panel_chart(few, "m", ["m"], X_STEP, ChartOptions()).figure.layout.xaxis.dtick == 1
+    many = SeriesIndex(tidy([(i, float(i), "m", 0.1 * i, "trainer") for i in range(500)]))
+    assert panel_chart(many, "m", ["m"], X_STEP, ChartOptions()).figure.layout.xaxis.dtick is None
+
+
 def test_titles_and_labels_from_data_are_not_markup():
     assert plotly_text("<a href='x'>k</a>") == "&lt;a href='x'&gt;k&lt;/a&gt;"
     df = tidy([(1, 1.0, "<b>evil</b>", 1.0, "trainer"), (2, 2.0, "<b>evil</b>", 2.0, "trainer")])

@@ -53,6 +53,7 @@ class ChartOptions:
 
 RESUME_COLOR = "#9a9a9a"
 MARK_COLOR = "#d1242f"
+FEW_STEPS = 10  # a step axis ending at or below this is ticked at every step
 
 
 @dataclass
@@ -231,11 +232,18 @@ def build_chart(title: str, series: list[Series], opts: ChartOptions = ChartOpti
     return Chart(title, fig, series, points)
 
 
+def _x_top(series: list[Series]) -> float:
+    tops = [float(np.nanmax(s.x)) for s in series if len(s.x) and np.isfinite(s.x).any()]
+    return max(tops, default=0.0)
+
+
 def _layout(title: str, kind: str, unit: str, opts: ChartOptions, series: list[Series], y_unit: str | None) -> dict:
     xaxis: dict = {"title": {"text": plotly_text(_x_title(kind, unit))}, "showspikes": True, "spikemode": "across",
                    "spikethickness": 1, "automargin": True}
     if kind == X_STEP:
         xaxis.update(tickformat=",d", rangemode="tozero")
+        if _x_top(series) <= FEW_STEPS:  # plotly would tick 0.5, 1.5…: labelled whole they read 0, 1, 1, 2…
+            xaxis["dtick"] = 1
     elif kind == X_TIME:
         xaxis.update(ticksuffix=unit, rangemode="tozero")
     yaxis: dict = {"type": "log" if opts.log_y else "linear", "exponentformat": "SI", "automargin": True}
