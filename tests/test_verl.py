@@ -480,3 +480,16 @@ def test_the_card_of_a_log_without_stamps_times_it_by_its_steps(tmp_path):
     copy.parent.mkdir()
     shutil.copy(log, copy)
     assert rd.open_run(copy).card().duration_s == card.duration_s
+
+
+def test_a_log_begun_by_torchrun_glog_lines_starts_there(tmp_path):
+    """The real SFT log's first full `YYYY-MM-DD` stamp comes after its training (a checkpoint's
+    DeepSpeed lines, 07:27:33-07:27:42); torchrun's glog launch lines say 12-17 07:20:03 without a
+    year: the run started then (the year from the later stamp), not 9 s before it ended."""
+    o = rd.open_run(SFT).overview()
+    local = time.mktime((2024, 12, 17, 7, 20, 3, 0, 0, -1))  # log stamps are the machine's local wall time
+    assert o.started == pd.Timestamp(local, unit="s", tz="UTC")
+    assert o.duration_s == pytest.approx(459.0)
+    log = write(tmp_path / "newyear.log", "W1231 23:59:00.000001 1 torch/distributed/run.py:779] launch\n"
+                "step:1 - a:1.0\n[2025-01-01 00:00:30,000] [INFO] saved\n")
+    assert rd.open_run(log).overview().started.year == 2024  # Dec 31 before a Jan 1 stamp: the year before

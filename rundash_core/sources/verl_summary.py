@@ -31,6 +31,7 @@ from . import harbor
 LOG_SUFFIXES = (".log", ".out")
 SKIP_SUFFIXES = ("_vllm.log", "_train_gpu_wandb.log", "_server.out")
 FILE_LOGGER = re.compile(rb"Creating file logger at ([^\r\n]+)")
+GLOG_STAMP = re.compile(rb"(?m)^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d{6} +\d+ \S+:\d+\]")  # torchrun's launch lines
 _HF_CACHE = re.compile(r"models--([^/]+)--([^/]+)")
 _VAL_SOURCE = re.compile(r"^val-(?:core|aux)/(.+)/[^/]+/(?:mean|std)@\d+$|^val-core/(.+)/[^/]+/(?:best|maj)@\d+/mean$"
                          r"|^val/test_score/(.+)$")
@@ -197,6 +198,21 @@ def _stamp_seconds(stamp: bytes | None) -> float | None:
         return None
 
 
+def _started(stamp: bytes | None, head: bytes) -> float | None:
+    """When the log began: its first `YYYY-MM-DD HH:MM:SS`, or an earlier glog line of the launch
+    (torchrun's `W1217 07:20:03.820820 … run.py:779]`, which says no year: the stamp's, or the
+    year before when its month-day is later). An SFT log's first full stamp can come after its
+    training (a checkpoint's DeepSpeed lines): without the glog line its duration read 9 s."""
+    started = _stamp_seconds(stamp)
+    m = GLOG_STAMP.search(head) if started is not None else None
+    if m is None:
+        return started
+    year, month_day = int(stamp[:4]), (int(stamp[5:7]), int(stamp[8:10]))
+    mo, d, h, mi, sec = (int(g) for g in m.groups())
+    glog = _stamp_seconds(b"%04d-%02d-%02d %02d:%02d:%02d" % (year - ((mo, d) > month_day), mo, d, h, mi, sec))
+    return glog if glog is not None and glog < started else started
+
+
 def _digest(ends: LogEnds) -> Digest:
     data, pos, trainer, end = find_config_bounds(ends)  # the bytes seen: data[:ends.head_len]
     seen = ends.head_len
@@ -230,7 +246,7 @@ def _digest(ends: LogEnds) -> Digest:
     if qt.last_step is None and ends.tail_start > 0 and (pos >= 0 or first_metric is not None):
         step, train = far_steps(ends)  # a training log ending in MiBs of other output
         qt = replace(qt, last_step=step, last_train_step=train)
-    return Digest(named, qh, qt, _stamp_seconds(stamp), logger, first_metric, total,
+    return Digest(named, qh, qt, _started(stamp, ends._head[:ends.head_len]), logger, first_metric, total,
                   next((name for p in qh.models if (name := model_name(p)) is not None), None),
                   tuple(val_sources(qt.keys)))
 
