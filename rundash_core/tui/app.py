@@ -2,7 +2,9 @@
 
 Every text from a run goes through `richtext.to_text` (a `rich.text.Text`, never markup), so data
 cannot style the screen or bind an action. A tab's content is built when it is first opened: a
-run's metrics are not read to show its samples.
+run's metrics are not read to show its samples. While a run is running, the open tab follows it
+in place every REFRESH_S (only what was appended is read; filters, choices, cursor and scroll
+kept); a finished run's tabs are not re-read (`r` reads them again, in place, on demand).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from .richtext import to_text
 from .samples import SamplesPane
 from .views import card_doc, failure, run_rows
 
-REFRESH_S = 10.0  # the runs list and the open card are re-read this often (cheap: cached summaries)
+REFRESH_S = 10.0  # the runs list, the open card and a running run's open tab are re-read this often
 LAYOUT = """
 .hidden { display: none; }
 #runs-title, #run-title { background: $primary-background; color: $text; padding: 0 1; height: 1; }
@@ -44,6 +46,7 @@ TabPane { height: 1fr; padding: 0; }
 #sample-scroll, #log-scroll, #card-scroll { height: 1fr; padding: 0 1; }
 #log-bar { height: auto; }
 #log-levels { width: 30; height: auto; max-height: 9; }
+#logs-note, #sample-note { height: auto; padding: 0 1; }
 #logs-search, #metrics-search, #sample-search { width: 1fr; }
 """
 TABS = (("overview", "Overview"), ("metrics", "Metrics"), ("samples", "Samples"), ("logs", "Logs"))
@@ -142,6 +145,7 @@ class RunScreen(Screen):
         super().__init__()
         self.run, self.mask = run, mask
         self.filled: set[str] = set()
+        self.status: str | None = None  # the run's status at the last look (the card's)
 
     def compose(self) -> ComposeResult:
         yield Static(to_text(f"{self.run.run_id} · {self.run.kind} · {self.run.path}", no_wrap=True),
@@ -156,20 +160,37 @@ class RunScreen(Screen):
 
     def on_mount(self) -> None:
         self.show_card()
-        self.set_interval(REFRESH_S, self.show_card)
+        self.set_interval(REFRESH_S, self.tick)
+
+    def tick(self) -> None:
+        """The card again; while the run is running, the open tab follows it (a finished run's
+        tabs are not read)."""
+        self.show_card()
+        if self.status == "running":
+            self.follow_open_tab()
 
     def show_card(self) -> None:
         try:
-            doc = card_doc(self.run.card(time.time()), self.run.problems())
+            card = self.run.card(time.time())
+            self.status = card.status
+            doc = card_doc(card, self.run.problems())
         except Exception as e:  # noqa: BLE001 - the other tabs still work
+            self.status = None
             doc = failure(f"the card of {self.run.run_id}", e)
         self.query_one("#card", Static).update(to_text(doc))
+
+    def follow_open_tab(self) -> None:
+        pane = self.active_pane()
+        if pane is not None and pane.ready:
+            pane.follow()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         key = event.pane.id.removeprefix("tab-")
         if key not in self.filled and key != "overview":
             self.filled.add(key)
             event.pane.mount(self.make_pane(key))
+        elif self.status == "running":  # a tab opened again catches up with the run
+            self.follow_open_tab()
 
     def make_pane(self, key: str):
         if key == "metrics":
@@ -178,14 +199,10 @@ class RunScreen(Screen):
             return SamplesPane(self.run, mask=self.mask)
         return LogsPane(self.run)
 
-    async def action_reload(self) -> None:
-        """`r`: the card and the open tab read again (a live run's new steps, samples, log lines)."""
+    def action_reload(self) -> None:
+        """`r`: the card and the open tab read again now, in place (whatever the run's status)."""
         self.show_card()
-        pane = self.active_pane()
-        if pane is not None:
-            tab = pane.parent
-            await pane.remove()
-            await tab.mount(self.make_pane(tab.id.removeprefix("tab-")))
+        self.follow_open_tab()
 
     def active_pane(self):
         tab = self.query_one("#run-tabs", TabbedContent).active_pane

@@ -1,6 +1,7 @@
 """The Samples tab: pick a step (and split, and dataset/env when the samples name one), a sort, a
 sample; read its episode and show the checked fields with the mask and highlighting applied.
-`←`/`→` step through the samples, `/` searches the shown text (matches marked, counted)."""
+`←`/`→` step through the samples, `/` searches the shown text (matches marked, counted). While the
+run is running, `follow` lists new samples in place (the choices and the sample shown kept)."""
 from __future__ import annotations
 
 from textual.app import ComposeResult
@@ -33,6 +34,18 @@ def _options(values, label) -> list[tuple]:
     return [(to_text(label(v)), v) for v in values]
 
 
+def _no_samples_yet() -> Doc:
+    return Doc().line("This run has no samples (yet).", "muted")
+
+
+def _step_label(evals: set):
+    return lambda s: "all steps" if s == ALL else f"step {s}" + (" · eval" if s in evals else "")
+
+
+def _split_label(s) -> str:
+    return "all splits" if s == ALL else s
+
+
 class SamplesPane(Horizontal):
     BINDINGS = [Binding("left", "previous_sample", "Prev sample"), Binding("right", "next_sample", "Next sample")]
 
@@ -44,6 +57,13 @@ class SamplesPane(Horizontal):
         self.index = 0
         self.episode = None
         self.error: Doc | None = None
+        self.ready = False
+
+    def _read(self, samples=None) -> tuple:
+        """(samples, steps, eval steps, splits) of the run (`samples`: already read)."""
+        samples = self.run.samples() if samples is None else samples
+        steps, evals = tj.step_options(self.run.steps())
+        return samples, steps, evals, sorted(s for s in samples["split"].dropna().unique())
 
     def _load(self) -> tuple[list, set, list]:
         """(steps, eval steps, splits) of the run's samples; `error` says why there are none."""
@@ -51,24 +71,22 @@ class SamplesPane(Horizontal):
             self.error = Doc().line("This run has no samples: its trainer does not record rollouts rundash can read.", "muted")
             return [], set(), []
         try:
-            self.samples = self.run.samples()
-            steps, evals = tj.step_options(self.run.steps())
+            self.samples, steps, evals, splits = self._read()
         except Exception as e:  # noqa: BLE001
             self.error = failure(f"the samples of {self.run.run_id}", e)
             return [], set(), []
         if self.samples.empty:
-            self.error = Doc().line("This run has no samples (yet).", "muted")
-        splits = sorted(s for s in self.samples["split"].dropna().unique())
+            self.error = _no_samples_yet()
         return steps, evals, splits
 
     def compose(self) -> ComposeResult:
         steps, evals, splits = self._load()
         with Vertical(id="sample-side"):
             yield Label("Step")
-            yield Select(_options([ALL, *steps], lambda s: "all steps" if s == ALL else f"step {s}" + (" · eval" if s in evals else "")),
+            yield Select(_options([ALL, *steps], _step_label(evals)),
                          value=steps[0] if steps else ALL, allow_blank=False, id="sample-step")
-            yield Label("Split", classes="" if len(splits) > 1 else "hidden")
-            yield Select(_options([ALL, *splits], lambda s: "all splits" if s == ALL else s), value=ALL,
+            yield Label("Split", id="sample-split-label", classes="" if len(splits) > 1 else "hidden")
+            yield Select(_options([ALL, *splits], _split_label), value=ALL,
                          allow_blank=False, id="sample-split", classes="" if len(splits) > 1 else "hidden")
             yield Label("Dataset / env", id="sample-env-label")
             yield Select(_options([ALL], str), value=ALL, allow_blank=False, id="sample-env")
@@ -81,6 +99,7 @@ class SamplesPane(Horizontal):
             yield SelectionList(*(Selection(to_text(title), key, True) for key, title in FIELDS.items()),
                                 id="sample-fields")
             yield Static(id="sample-pos", markup=False)
+            yield Static(id="sample-note", markup=False)
         with Vertical(id="sample-main"):
             yield Input(placeholder="search this sample (/)", id="sample-search")
             with SampleScroll(id="sample-scroll"):
@@ -89,26 +108,68 @@ class SamplesPane(Horizontal):
     def on_mount(self) -> None:
         self.refilter()
         self.focus_main()
+        self.ready = True
+
+    def follow(self) -> None:
+        """New samples, steps and splits listed in place: the step/split/env/sort chosen, the
+        sample shown and its scroll kept; what cannot be read is said and the list stays."""
+        if "samples" not in self.run.capabilities:
+            return
+        note = self.query_one("#sample-note", Static)
+        try:
+            samples, old = self.run.samples(), self.samples
+            if old is not None and (samples is old or samples["sample_id"].equals(old["sample_id"])):
+                note.update("")
+                return
+            samples, steps, evals, splits = self._read(samples)
+        except Exception as e:  # noqa: BLE001
+            note.update(to_text(failure(f"new samples of {self.run.run_id}", e)))
+            return
+        note.update("")
+        shown = str(self.view.iloc[self.index]["sample_id"]) if self.episode is not None else None
+        self.samples = samples
+        if self.episode is None:
+            self.error = _no_samples_yet() if samples.empty else None
+        self._set_options("step", [ALL, *steps], _step_label(evals))
+        self._set_options("split", [ALL, *splits], _split_label)
+        for box in self.query("#sample-split, #sample-split-label"):
+            box.set_class(len(splits) <= 1, "hidden")
+        self.refilter(keep=shown)
+
+    def _set_options(self, name: str, values: list, label) -> None:
+        """A picker's options replaced, its value kept (all, when the value is gone)."""
+        box = self.query_one(f"#sample-{name}", Select)
+        kept = box.value
+        with box.prevent(Select.Changed):
+            box.set_options(_options(values, label))
+            box.value = kept if kept in values else ALL
 
     def _value(self, name: str):
         v = self.query_one(f"#sample-{name}", Select).value
         return None if v == ALL or v is Select.BLANK else v
 
-    def refilter(self) -> None:
-        """The samples of the chosen step/split/env in the chosen order; the first one shown."""
+    def refilter(self, *, keep: str | None = None) -> None:
+        """The samples of the chosen step/split/env in the chosen order; the first one shown, or
+        the sample `keep` (an id) left as it is when it is still listed."""
         if self.samples is None or self.samples.empty:
             self.view = None
             self.render_sample()
             return
         chosen = tj.filter_samples(self.samples, split=self._value("split"), step=self._value("step"))
         self.view = tj.sort_samples(tj.filter_samples(chosen, env=self.env_options(chosen)), self._value("sort"))
+        ids = self.view["sample_id"].astype(str)
+        kept = int(ids.index[ids.eq(keep)][0]) if keep is not None and ids.eq(keep).any() else None
         pick = self.query_one("#sample-pick", Select)
         with pick.prevent(Select.Changed):
             pick.set_options([(to_text(sample_label(r, i, len(self.view))), i)
                               for i, r in enumerate(self.view.itertuples(index=False))])
             if len(self.view):
-                pick.value = 0
-        self.show(0)
+                pick.value = kept or 0
+        if kept is None:
+            self.show(0)
+        else:  # the same episode: not read again, its scroll stays
+            self.index = kept
+            self.render_sample()
 
     def env_options(self, chosen) -> str | None:
         """The dataset/env picker lists the envs of the chosen samples, shown only when they name
