@@ -4,7 +4,6 @@ small; the open tab shows what was added without `r`, in place (filter, choices,
 selected sample and scroll kept), and a finished run's tabs are not re-read until `r`."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -17,13 +16,18 @@ from conftest import DATA, NEW_RUN, copy_run, set_all_mtimes, write_lines
 textual = pytest.importorskip("textual")
 
 from textual.containers import VerticalScroll  # noqa: E402
-from textual.widgets import DataTable, Input, Select, SelectionList, Static  # noqa: E402
+from textual.widgets import DataTable, Input, Select, SelectionList  # noqa: E402
 
 from rundash_core.tui import app as tui_app  # noqa: E402
 from rundash_core.tui import panes  # noqa: E402
 from rundash_core.tui.app import RundashApp, RunScreen  # noqa: E402
+from test_tui import open_tab, run_app as run_app_sized, shown as text_of  # noqa: E402
 
 SIZE = (150, 50)
+
+
+def run_app(app, script):
+    run_app_sized(app, script, size=SIZE)
 TICK = 0.15
 METRICS = "monitors/file/metrics.jsonl"
 ORCH_LOG = "logs/attempt_2/orchestrator.log"
@@ -51,24 +55,6 @@ def live_run(tmp_path) -> Path:
 def finished_run(tmp_path) -> Path:
     """The prime-rl sample run as copied: its data days old, so stopped."""
     return copy_run(NEW_RUN, tmp_path / "runs")
-
-
-def text_of(app, selector: str) -> str:
-    return str(app.screen.query_one(selector, Static).render())
-
-
-def run_app(app, script):
-    async def go():
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
-            await script(app, pilot)
-    asyncio.run(go())
-
-
-async def open_tab(app, pilot, key: str):
-    app.screen.query_one("#run-tabs").active = f"tab-{key}"
-    await pilot.pause()
-    await pilot.pause()
 
 
 async def until(pilot, check, timeout: float = 20.0) -> bool:
