@@ -29,7 +29,7 @@ from typing import Iterator
 
 from .common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
                      secs, timed, work_root)
-from ..io.verl_ends import _is_validation_key
+from ..io.verl_steps import _is_validation_key
 from .verl import _STEP, sample_dir, sample_logs
 
 COLD_VS_ENDS = 25.0  # cold discover at most 25× reading the ends of every log

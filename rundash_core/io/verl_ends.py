@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from .verl_grammar import PROGRESS
-from .verl_steps import STEP_AT as _STEP_AT, _is_validation_key, last_steps  # noqa: F401 (_is_validation_key: bench)
+from .verl_steps import STEP_AT as _STEP_AT, last_steps
 
 FIRST_BYTES = 16 << 10  # what is read of each end first; a file of up to twice this is read whole
 TAIL_STEPS = (16 << 10, 64 << 10, 1 << 20)  # the tail windows the last `step:N - ` is looked for in
