@@ -99,7 +99,7 @@ def _directories(dirs: tuple[str, ...], roots: tuple[str, ...]) -> None:
             if st.form_submit_button("Add") and path:
                 full, err = check_added_dir(path, list(roots))
                 if err:
-                    st.error(err)
+                    st.error(md_escape(err))  # the path is user text: no markdown links or images
                 else:
                     extra = st.session_state.setdefault("extra_dirs", [])
                     if full not in extra:

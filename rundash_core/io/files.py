@@ -6,9 +6,10 @@ traceback, and so that nothing is ever opened for writing.
 
 Allowed roots: when they are set (`set_roots`, or the `RUNDASH_ROOTS` environment variable; the app
 always sets them), a path is read only if it resolves, symlinks followed, inside one of them. The
-check happens at every open, so a link swapped after discovery is caught too; what is refused
-reads as a problem "links outside the allowed roots". Only regular files are read: a FIFO or a
-device named like a run file is never opened.
+check happens at every open, and again on the opened file (a link swapped after discovery, or
+between the check and the open, is caught); what is refused reads as a problem "links outside the
+allowed roots". Only regular files are read: a FIFO or a device named like a run file is never
+opened.
 """
 from __future__ import annotations
 
@@ -72,7 +73,31 @@ def inside_roots(path: str | os.PathLike) -> bool:
         real = _memoized("real", path, lambda: os.path.realpath(path))
     except (OSError, ValueError):
         return False
+    return _under(real, roots)
+
+
+def _under(real: str, roots) -> bool:
+    """`real` (a resolved path) is a root or below one (`/data/runs-evil` is not below `/data/runs`)."""
     return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def _fd_inside_roots(fd: int, path) -> bool:
+    """Where the opened file is now, not where `path` pointed when it was checked: a link swapped
+    between the check and the open is caught. Linux names an open file in /proc/self/fd; elsewhere
+    the checked path must still resolve, inside the roots, to this very file."""
+    roots = allowed_roots()
+    if roots is None:
+        return True
+    try:
+        return _under(os.readlink(f"/proc/self/fd/{fd}"), roots)
+    except OSError:
+        pass
+    try:
+        real = os.path.realpath(path)
+        named, opened = os.stat(real), os.fstat(fd)
+    except (OSError, ValueError):
+        return False
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino) and _under(real, roots)
 
 
 def check_inside(path: str | os.PathLike) -> None:
@@ -177,6 +202,8 @@ def open_file(path: str | os.PathLike):
     check_inside(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
+        if not _fd_inside_roots(fd, path):
+            raise OutsideRoots(errno.EACCES, OUTSIDE_ROOTS, os.fspath(path))
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, NOT_REGULAR, os.fspath(path))
         return os.fdopen(fd, "rb")
@@ -210,14 +237,9 @@ def read_text(path: str | os.PathLike, limit: int = 8 << 20) -> str:
 def is_within(path: str | os.PathLike, roots: list[str | os.PathLike]) -> bool:
     """True when `path` resolves (symlinks followed) to a location under one of `roots`."""
     try:
-        real = os.path.realpath(path)
+        return _under(os.path.realpath(path), [os.path.realpath(root) for root in roots])
     except (OSError, ValueError):
         return False
-    for root in roots:
-        r = os.path.realpath(root)
-        if real == r or real.startswith(r.rstrip(os.sep) + os.sep):
-            return True
-    return False
 
 
 WALK_MAX_DEPTH = 8  # config trees are a few levels deep; a hostile one is cut here
