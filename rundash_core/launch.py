@@ -8,13 +8,17 @@ directories hold no runs, and on Ctrl-C stops it and forgets it (`instances`).
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import getpass
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -54,6 +58,7 @@ class Plan:
     @property
     def local_url(self) -> str:
         host = "localhost" if self.host in (None, "", "0.0.0.0", "::") else self.host
+        host = f"[{host}]" if ":" in host else host  # an IPv6 address
         return f"http://{host}:{self.port}{self.base_path}/"
 
     def command(self, app: Path) -> list[str]:
@@ -97,7 +102,7 @@ def parse_base_path(raw: str | None) -> str:
     if not raw or raw.strip("/") == "":
         return ""
     path = "/" + raw.strip("/")
-    if any(part in ("", ".", "..") for part in path[1:].split("/")) or any(c in path for c in "?#%\\ "):
+    if any(part in ("", ".", "..") for part in path[1:].split("/")) or not re.fullmatch(r"[A-Za-z0-9._~/-]+", path):
         raise ValueError(f"--base-path {raw!r}: use a plain path like /rundash")
     return path
 
@@ -116,10 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def make_plan(args: argparse.Namespace, *, cwd: str | None = None) -> Plan:
     """The plan for parsed arguments; raises ValueError with the message for the user."""
-    roots = [os.path.abspath(os.path.expanduser(r)) for r in (args.roots or [])]
+    source = "--roots" if args.roots else "RUNDASH_ROOTS"
+    raw_roots = args.roots or [r for r in os.environ.get("RUNDASH_ROOTS", "").split(os.pathsep) if r.strip()]
+    roots = [os.path.abspath(os.path.expanduser(r)) for r in raw_roots]  # the server runs elsewhere: absolute
+    if any(not r.strip() for r in raw_roots):
+        raise ValueError(f"{source}: an empty path (it would mean the current folder)")
     for r in roots:
         if not os.path.isdir(r):
-            raise ValueError(f"--roots {r}: no such directory")
+            raise ValueError(f"{source} {r}: no such directory")
     dirs = [os.path.abspath(os.path.expanduser(d)) for d in args.dirs]
     if not dirs:
         dirs = settings.startup_dirs([], os.environ)
@@ -133,6 +142,11 @@ def make_plan(args: argparse.Namespace, *, cwd: str | None = None) -> Plan:
         if roots and not is_within(d, roots):
             raise ValueError(f"{d} is outside the allowed roots ({', '.join(roots)})")
     base_path = parse_base_path(args.base_path)
+    if args.host:
+        try:
+            socket.getaddrinfo(args.host, None)
+        except (OSError, UnicodeError):
+            raise ValueError(f"--host {args.host}: not a known address") from None
     if args.port is not None:
         if not 0 < args.port < 65536:
             raise ValueError(f"--port {args.port}: not a port number")
@@ -170,8 +184,13 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = HEALTH_TIMEO
 
 
 def forward_command(port: int) -> str:
-    """What to run on a laptop to reach a server on this (remote) machine."""
-    return f"ssh -N -L {port}:localhost:{port} {getpass.getuser()}@{socket.getfqdn()}"
+    """What to run on a laptop to reach a server on this (remote) machine (a user with no name, as
+    in a container run with a bare uid, is left for ssh to choose)."""
+    try:
+        user = getpass.getuser() + "@"
+    except (KeyError, OSError, ImportError):
+        user = ""
+    return f"ssh -N -L {port}:localhost:{port} {user}{socket.getfqdn()}"
 
 
 def empty_board(plan: Plan, *, cwd: str | None = None) -> list[str]:
@@ -196,9 +215,12 @@ def empty_board(plan: Plan, *, cwd: str | None = None) -> list[str]:
 def serve(plan: Plan) -> int:
     """Start the server, report it once it answers, wait for it; Ctrl-C stops it cleanly."""
     app = app_path()
-    proc = subprocess.Popen(plan.command(app), cwd=app.parent, env=plan.environment())  # .streamlit/config.toml
+    proc = subprocess.Popen(plan.command(app), cwd=app.parent, env=plan.environment(),  # .streamlit/config.toml
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    echo = _Echo(proc)
     instances.record(proc.pid, plan.local_url, plan.dirs)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill <launcher>` stops the server too (CLI only)
+    previous_int = signal.getsignal(signal.SIGINT)
     try:
         if wait_healthy(plan.local_url, proc):
             print(f"\nrundash is serving at {plan.local_url}", flush=True)
@@ -208,12 +230,44 @@ def serve(plan: Plan) -> int:
                 print(line, flush=True)
         elif proc.poll() is None:
             print(f"rundash: the server does not answer at {plan.local_url} yet", file=sys.stderr, flush=True)
+        else:
+            return echo.died()
         return proc.wait()
     except KeyboardInterrupt:
         return stop(proc)
+    except BaseException:
+        stop(proc)  # the launcher fails: its server does not live on unrecorded
+        raise
     finally:
         instances.remove(proc.pid)
         signal.signal(signal.SIGTERM, previous)  # a caller's own handler is back once the server is gone
+        signal.signal(signal.SIGINT, previous_int if previous_int is not None else signal.default_int_handler)
+
+
+class _Echo:
+    """Passes the server's output through to ours, keeping its last lines to explain a failed start."""
+
+    def __init__(self, proc: subprocess.Popen, keep: int = 20):
+        self.proc, self.tail = proc, collections.deque(maxlen=keep)
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.tail.append(line.rstrip("\n"))
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdout.write(line)
+                sys.stdout.flush()
+
+    def died(self) -> int:
+        """Say that the server stopped before it answered, with its last lines; an exit code != 0."""
+        code = self.proc.wait()
+        self.thread.join(timeout=5)
+        print(f"rundash: the server stopped before it answered (exit code {code}); its last lines:",
+              file=sys.stderr, flush=True)
+        for line in list(self.tail) or ["(no output)"]:
+            print(f"  {line}", file=sys.stderr, flush=True)
+        return code or 1
 
 
 def _interrupt(signum, frame):
@@ -221,7 +275,11 @@ def _interrupt(signum, frame):
 
 
 def stop(proc: subprocess.Popen, timeout: float = 10) -> int:
-    """Stop the server: SIGINT (as a terminal's Ctrl-C), then SIGKILL if it lingers."""
+    """Stop the server: SIGINT (as a terminal's Ctrl-C), then SIGKILL if it lingers. A second
+    Ctrl-C or `kill` meanwhile is ignored: it would leave the server running but forgotten."""
+    with contextlib.suppress(ValueError):  # not the main thread: signals are not ours to set
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
     try:
@@ -248,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     print(plan.describe(), flush=True)
     if not args.dirs and not args.yes and not confirm():
         return 1
+    if args.port is None and not instances.port_free(plan.port, plan.host):  # taken while we asked
+        plan.port = instances.free_port(plan.host) or plan.port
+        print(f"  port    {plan.port} (the first choice was taken meanwhile)", flush=True)
     return serve(plan)
 
 
