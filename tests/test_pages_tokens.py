@@ -31,6 +31,22 @@ def _annotated(folder: Path, where=lambda locator: True):
     return run_id, run, sid, ep
 
 
+def _branch_ids(ep) -> list[list[int]]:
+    """Token ids of each root→leaf path of each trace (spec 5.5), from the episode's token frame
+    (each node's parent): what the Rendered view shows one text for."""
+    out = []
+    for _t, trace in ep.tokens.groupby("trace", sort=True):
+        ids = {n: rows["token_id"].tolist() for n, rows in trace.groupby("node", sort=True)}
+        parent = {n: int(p) for n, p in trace.groupby("node", sort=True)["parent"].first().items()}
+        for leaf in (n for n in ids if n not in parent.values()):
+            path, n = [], leaf
+            while n in ids:
+                path.append(n)
+                n = parent[n]
+            out.append([t for j in reversed(path) for t in ids[j]])
+    return out
+
+
 def _spans(at) -> list[str]:
     """The token spans' HTML (the st.html block that holds spans)."""
     return [h.value for h in at.get("html") if "<span title=" in h.value]
@@ -67,11 +83,16 @@ def test_per_token_and_rendered_with_a_tokenizer(monkeypatch, no_hf_cache):
     assert any(e.label.startswith("Tokens") for e in at.expander)
     assert any(path in c.value and "RUNDASH\\_TOKENIZER" in c.value for c in at.caption)
     assert [t.label for t in at.tabs] == ["Per-token", "Rendered", "Table"]
-    # Rendered: the recorded token ids decoded, as plain text in a code block
+    # Rendered: the recorded token ids decoded, one code block per branch (this trace has two)
     tok = Tokenizer.from_file(path)
-    want = _expected_text(tok, ep.tokens["token_id"].tolist())
-    assert want.strip() in [c.value.strip() for c in at.code]
-    assert "⟨" in want and len(want.replace("⟨", "")) > len(ep.tokens)  # decoded text, not only ids
+    branches = _branch_ids(ep)
+    assert len(branches) == 2 and sum(len(b) for b in branches) > len(ep.tokens)  # they share their root
+    codes = [c.value.strip() for c in at.code]
+    for ids in branches:
+        want = _expected_text(tok, ids)
+        assert want.strip() in codes
+        assert "⟨" in want and len(want.replace("⟨", "")) > len(ids)  # decoded text, not only ids
+    assert any("branch 2 of 2" in c.value for c in at.caption)
     # Per-token: one span per token, coloured by the first overlay that varies, hover values in title
     (spans,) = _spans(at)
     assert spans.count("<span title=") == len(ep.tokens)
@@ -122,8 +143,8 @@ def test_without_a_tokenizer_ids_are_shown(monkeypatch, no_hf_cache, tmp_path):
     caption = next(c.value for c in at.caption if "No tokenizer.json found" in c.value)
     assert "models\\-\\-Qwen\\-\\-Qwen3\\-4B" in caption  # where it looked (escaped markdown)
     ids = ep.tokens["token_id"].tolist()
-    ids_text = "".join(f"⟨{i}⟩" for i in ids)
-    assert ids_text in [c.value.strip() for c in at.code]
+    for branch in _branch_ids(ep):
+        assert "".join(f"⟨{i}⟩" for i in branch) in [c.value.strip() for c in at.code]
     (spans,) = _spans(at)
     assert f">⟨{ids[0]}⟩</span>" in spans
 
