@@ -18,6 +18,7 @@ import pytest
 
 from conftest import NEW_RUN, copy_run, make_rl_run
 from rundash_core import instances, launch, reports
+from test_cli import _free_port, _plan
 from rundash_core.io import files
 
 
@@ -26,16 +27,6 @@ def _own_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("RUNDASH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("RUNDASH_DIRS", raising=False)
     monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
-
-
-def _plan(argv, cwd=None):
-    return launch.make_plan(launch.build_parser().parse_args(argv), cwd=cwd)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ipv6() -> bool:
