@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import guided, instances, settings
 from .importer import max_bytes
-from .io.files import is_within
+from .io.files import env_roots, is_within
 
 HEALTH_TIMEOUT_S = 60
 
@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 def make_plan(args: argparse.Namespace, *, cwd: str | None = None) -> Plan:
     """The plan for parsed arguments; raises ValueError with the message for the user."""
     source = "--roots" if args.roots else "RUNDASH_ROOTS"
-    raw_roots = args.roots or [r for r in os.environ.get("RUNDASH_ROOTS", "").split(os.pathsep) if r.strip()]
+    raw_roots = args.roots or env_roots()
     roots = [os.path.abspath(os.path.expanduser(r)) for r in raw_roots]  # the server runs elsewhere: absolute
     if any(not r.strip() for r in raw_roots):
         raise ValueError(f"{source}: an empty path (it would mean the current folder)")

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from urllib.parse import unquote
 
-from .io.files import is_within
+from .io.files import env_roots, is_within
 
 
 def cache_dir() -> Path:
@@ -27,9 +27,7 @@ def startup_dirs(argv: list[str] | None = None, environ: dict | None = None) -> 
 def allowed_roots(start_dirs: list[str], environ: dict | None = None) -> list[str]:
     """Roots under which directories may be added at run time: `RUNDASH_ROOTS` if set, else the
     directories given at start."""
-    environ = os.environ if environ is None else environ
-    roots = [d for d in environ.get("RUNDASH_ROOTS", "").split(os.pathsep) if d.strip()]
-    return [os.path.abspath(os.path.expanduser(r)) for r in roots] or list(start_dirs)
+    return [os.path.abspath(os.path.expanduser(r)) for r in env_roots(environ)] or list(start_dirs)
 
 
 def check_added_dir(path: str, roots: list[str]) -> tuple[str | None, str | None]:

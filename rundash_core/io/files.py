@@ -60,8 +60,13 @@ def allowed_roots() -> tuple[str, ...] | None:
     """The roots in force: set_roots(), else RUNDASH_ROOTS (os.pathsep separated), else None."""
     if _roots is not None:
         return _roots
-    env = [r for r in os.environ.get("RUNDASH_ROOTS", "").split(os.pathsep) if r.strip()]
-    return tuple(os.path.realpath(os.path.expanduser(r)) for r in env) or None
+    return tuple(os.path.realpath(os.path.expanduser(r)) for r in env_roots()) or None
+
+
+def env_roots(environ=None) -> list[str]:
+    """The entries of `RUNDASH_ROOTS` (os.pathsep separated, blanks skipped), as written."""
+    environ = os.environ if environ is None else environ
+    return [r for r in environ.get("RUNDASH_ROOTS", "").split(os.pathsep) if r.strip()]
 
 
 def inside_roots(path: str | os.PathLike) -> bool:
