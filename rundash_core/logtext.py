@@ -31,7 +31,8 @@ _LEVEL_WORD = "TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL|FATAL"
 
 _LOGURU = re.compile(rf"^(\d\d):(\d\d):(\d\d) +({_LEVEL_WORD}) ")
 _VLLM = re.compile(rf"^({_LEVEL_WORD}) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-_GLOG = re.compile(r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d{6} +\d+ [^\]\s]+:\d+\]")
+GLOG_RECORD = r"([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d{6} +\d+ [^\]\s]+:\d+\]"  # level, month, day, h, m, s
+_GLOG = re.compile("^" + GLOG_RECORD)
 _ISO = re.compile(r"^\[?(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?")
 _RAY_CPP_LEVEL = re.compile(r" ([EWID]) \d+ \d+\]")  # `[2025-06-19 16:30:39,118 E 679234 679666] logging.cc`
 _WORD_LEVEL = re.compile(rf"\b({_LEVEL_WORD})\b")

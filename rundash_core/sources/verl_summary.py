@@ -25,13 +25,14 @@ from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, Quic
 from ..io.verl_far import far_steps
 from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
 from ..io.verl_steps import first_step
+from ..logtext import GLOG_RECORD
 from ..io.verl_overrides import HEAD_BYTES as OVERRIDE_BYTES, head_config
 from . import harbor
 
 LOG_SUFFIXES = (".log", ".out")
 SKIP_SUFFIXES = ("_vllm.log", "_train_gpu_wandb.log", "_server.out")
 FILE_LOGGER = re.compile(rb"Creating file logger at ([^\r\n]+)")
-GLOG_STAMP = re.compile(rb"(?m)^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d{6} +\d+ \S+:\d+\]")  # torchrun's launch lines
+GLOG_STAMP = re.compile(b"(?m)^" + GLOG_RECORD.encode())  # torchrun's launch lines
 _HF_CACHE = re.compile(r"models--([^/]+)--([^/]+)")
 _VAL_SOURCE = re.compile(r"^val-(?:core|aux)/(.+)/[^/]+/(?:mean|std)@\d+$|^val-core/(.+)/[^/]+/(?:best|maj)@\d+/mean$"
                          r"|^val/test_score/(.+)$")
@@ -208,7 +209,7 @@ def _started(stamp: bytes | None, head: bytes) -> float | None:
     if m is None:
         return started
     year, month_day = int(stamp[:4]), (int(stamp[5:7]), int(stamp[8:10]))
-    mo, d, h, mi, sec = (int(g) for g in m.groups())
+    mo, d, h, mi, sec = (int(g) for g in m.groups()[1:])
     glog = _stamp_seconds(b"%04d-%02d-%02d %02d:%02d:%02d" % (year - ((mo, d) > month_day), mo, d, h, mi, sec))
     return glog if glog is not None and glog < started else started
 
