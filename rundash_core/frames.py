@@ -181,3 +181,18 @@ class Episode:
     error: str | None = None
     tokens: pd.DataFrame | None = None  # per token: token_id, logprob, advantage, entropy, mask
     raw: dict = field(default_factory=dict)  # fields of the record not mapped above
+
+
+def leaf_paths(parent: dict[int, int | None]) -> list[list[int]]:
+    """Root→leaf paths of a tree of nodes given as {node: its parent (None: a root)}, one per leaf
+    (a node no other node names as parent), in node order: the branches of a trace (prime-rl spec
+    5.5). A parent that is not a node ends the path; a parent loop stops where it comes round."""
+    has_child = set(parent.values())
+    paths = []
+    for leaf in sorted(n for n in parent if n not in has_child):
+        path, n = [], leaf
+        while n in parent and n not in path:
+            path.append(n)
+            n = parent[n]
+        paths.append(path[::-1])
+    return paths

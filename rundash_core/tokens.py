@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from tokenizers import Tokenizer, decoders
 
+from . import frames
 from .tokenizer_files import TokenizerLookup, find_tokenizer
 
 DEFAULT_IPO_EPS = 0.1  # spec 8.2: `loss.eps` when `loss.type == "ipo"`, else 0.1
@@ -229,17 +230,10 @@ def rendered_texts(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def _branch_paths(part: pd.DataFrame) -> list[list[int]]:
-    """Root→leaf node paths of one trace's token table, in leaf order (a parent loop stops)."""
+    """Root→leaf node paths of one trace's token table (`frames.leaf_paths`); a parent loop with
+    no leaf: its nodes in order."""
     parent = dict(zip(part["node"].astype(int), part["parent"].astype(int)))
-    has_child = set(parent.values())
-    paths = []
-    for leaf in sorted(n for n in parent if n not in has_child):
-        path, n = [], leaf
-        while n in parent and n not in path:
-            path.append(n)
-            n = parent[n]
-        paths.append(path[::-1])
-    return paths or [sorted(parent)]
+    return frames.leaf_paths(parent) or [sorted(parent)]
 
 
 # Colour scales ------------------------------------------------------------------------------------

@@ -41,16 +41,7 @@ def _merge(into: dict, new: dict) -> None:
 
 def branches(nodes: list[dict]) -> list[list[int]]:
     """Root→leaf node paths, one per leaf, in leaf order."""
-    parents = {i: _int(n.get("parent")) for i, n in enumerate(nodes)}
-    has_child = {p for p in parents.values() if p is not None}
-    out = []
-    for leaf in (i for i in range(len(nodes)) if i not in has_child):
-        path, i, guard = [], leaf, 0
-        while i is not None and 0 <= i < len(nodes) and guard <= len(nodes):
-            path.append(i)
-            i, guard = parents.get(i), guard + 1
-        out.append(path[::-1])
-    return out
+    return frames.leaf_paths({i: _int(n.get("parent")) for i, n in enumerate(nodes)})
 
 def token_parents(nodes: list) -> dict[int, int]:
     """Per node, the nearest node above it that has tokens (-1: none): what the token table keeps
