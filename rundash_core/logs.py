@@ -18,17 +18,16 @@ tests use it to prove a read touched only a range.
 """
 from __future__ import annotations
 
-import heapq
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from . import logblocks, logtext
 from .io.bytetail import SETTLE_S
 from .io.files import describe_unreadable, file_id, open_file
+from .logmerge import assign_times, merge
 from .redact import redact_text
 from .run import Problem
 from .user_regex import NOTHING, compile_user_pattern
@@ -159,8 +158,8 @@ def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=Non
         else:
             w = _tail(spec, before_at.get(spec.path), tail, filters, scan_bytes)
         windows.append(w)
-    _assign_times(windows)
-    frame, older = _merge(windows, tail)
+    assign_times(windows)
+    frame, older = merge(windows, tail)
     frame.attrs.update(older=older, ends={w.spec.path: w.end for w in windows}, reset=reset, error=error,
                        versions={w.spec.path: w.version for w in windows if w.version is not None},
                        bytes_read=counter.bytes - start_bytes,
@@ -326,7 +325,7 @@ def _may_keep(spec: LogSpec, line: logtext.LogLine, filters: Filters) -> bool:
 
 def _finish(w: Window, lines: list, filters: Filters, *, inherit: bool = True) -> None:
     """Levels carried over continuation lines (`inherit`: `lines` are every line, not only those
-    a pattern found), filters applied (times: `_assign_times`)."""
+    a pattern found), filters applied (times: `logmerge.assign_times`)."""
     w.stamps = [line.stamp for _, line in lines]
     level, last_router, last_actor = logtext.UNKNOWN, False, ""
     for i, (offset, line) in enumerate(lines):
@@ -341,56 +340,6 @@ def _finish(w: Window, lines: list, filters: Filters, *, inherit: bool = True) -
             w.lines.append((offset, line))
             w.kept.append(i)
             w.levels.append(level)
-
-
-COPIED_S = 86400.0
-
-
-def _assign_times(windows: list[Window]) -> None:
-    """Each kept line's time. A file whose lines say only the time of day is dated by its mtime,
-    unless the dated lines of the other files read end more than a day before that mtime (a
-    copied run: its mtimes are the copy's): then by those lines."""
-    dated = [t for w in windows if (t := w.last_dated()) is not None and t == t]
-    newest = max(dated, default=None)
-    for w in windows:
-        anchor = w.mtime
-        if newest is not None and w.mtime - newest > COPIED_S:
-            anchor = newest + 3600.0
-        times = logtext.resolve_times(w.stamps, anchor)
-        w.times = [times[i] for i in w.kept]
-
-
-# Merging ------------------------------------------------------------------------------------------
-def _merge(windows: list[Window], want: int) -> tuple[pd.DataFrame, dict]:
-    """The windows interleaved by time, each file's own order kept (a k-way merge), the last
-    `want` lines; `older`: where each file's next older page ends."""
-    if len(windows) == 1:  # one file: its own order, nothing to merge
-        n = len(windows[0].lines)
-        picks = [(0, j) for j in range(max(0, n - want) if want > 0 else n, n)]
-    else:
-        streams = [[(_key(t), wi, j) for j, t in enumerate(w.times)] for wi, w in enumerate(windows)]
-        picks = [(wi, j) for _, wi, j in heapq.merge(*streams)][-want:] if want > 0 else []
-    first_kept: dict[int, int] = {}
-    for wi, j in picks:
-        first_kept.setdefault(wi, j)
-    older = {}
-    for wi, w in enumerate(windows):
-        j = first_kept.get(wi)
-        older[w.spec.path] = w.start if j == 0 or (j is None and not w.lines) else (
-            w.lines[j][0] if j is not None else w.end)
-    frame = pd.DataFrame({  # built in the schema's dtypes (`frames.LOG_LINES`) directly: no per-cell pass
-        "time": pd.to_datetime(np.asarray([windows[wi].times[j] for wi, j in picks], dtype="float64") * 1e9,
-                               utc=True).astype("datetime64[ns, UTC]"),
-        "component": pd.Series([windows[wi].spec.component for wi, _ in picks], dtype="str"),
-        "level": pd.Series([windows[wi].levels[j] for wi, j in picks], dtype="str"),
-        "text": pd.Series([windows[wi].lines[j][1].text for wi, j in picks], dtype="str"),
-        "path": pd.Series([windows[wi].spec.path for wi, _ in picks], dtype="str"),
-        "offset": pd.array([windows[wi].lines[j][0] for wi, j in picks], dtype="Int64")})
-    return frame, older
-
-
-def _key(t: float) -> float:
-    return float("-inf") if t != t else t
 
 
 def file_row(path: str, component: str, attempt: int | None, *, listed_path: str | None = None) -> dict:
