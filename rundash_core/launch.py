@@ -220,7 +220,6 @@ def serve(plan: Plan) -> int:
     echo = _Echo(proc)
     instances.record(proc.pid, plan.local_url, plan.dirs)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill <launcher>` stops the server too (CLI only)
-    previous_int = signal.getsignal(signal.SIGINT)
     try:
         if wait_healthy(plan.local_url, proc):
             print(f"\nrundash is serving at {plan.local_url}", flush=True)
@@ -241,7 +240,6 @@ def serve(plan: Plan) -> int:
     finally:
         instances.remove(proc.pid)
         signal.signal(signal.SIGTERM, previous)  # a caller's own handler is back once the server is gone
-        signal.signal(signal.SIGINT, previous_int if previous_int is not None else signal.default_int_handler)
 
 
 class _Echo:
@@ -277,16 +275,20 @@ def _interrupt(signum, frame):
 def stop(proc: subprocess.Popen, timeout: float = 10) -> int:
     """Stop the server: SIGINT (as a terminal's Ctrl-C), then SIGKILL if it lingers. A second
     Ctrl-C or `kill` meanwhile is ignored: it would leave the server running but forgotten."""
+    saved = {}
     with contextlib.suppress(ValueError):  # not the main thread: signals are not ours to set
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+        saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    finally:
+        for sig, handler in saved.items():  # the caller's handlers are back once the server is gone
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
     print("rundash stopped", flush=True)
     return 0
 
