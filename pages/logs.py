@@ -80,12 +80,10 @@ def _load_older(key: str, paths: list[str]) -> None:
 def _pane_body(key: str, paths: list[str], show_component: bool, height: int) -> None:
     state = _pane_state(key, paths)
     if live and follow:
-        new = _read(paths, after=state["ends"], seen=state["seen"])
-        if new.attrs["reset"]:  # a file was truncated or replaced: the pane starts again from the tails
-            new = _read(paths)
-            state["frame"], state["older"] = new, new.attrs["older"]
-        else:
-            state["frame"] = logview.append_lines(state["frame"], new, keep=KEEP)
+        state["frame"], new, reset = logview.follow_lines(_read, paths, state["frame"], ends=state["ends"],
+                                                          seen=state["seen"], keep=KEEP)
+        if reset:  # a file was truncated or replaced: "Load older" starts again from the tails too
+            state["older"] = new.attrs["older"]
         state["ends"], state["seen"] = new.attrs["ends"], new.attrs["versions"]
     frame = state["frame"]
     st.html(logview.pane_html(frame, show_component=show_component, height=height,

@@ -208,6 +208,20 @@ def append_lines(shown: pd.DataFrame, new: pd.DataFrame, *, keep: int) -> pd.Dat
     return both.tail(keep).reset_index(drop=True)
 
 
+def follow_lines(read_log, paths: list[str], shown: pd.DataFrame, *, ends: dict, seen: dict,
+                 keep: int) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """One follow step of a pane: the lines appended to `paths` since `ends` added to `shown` (the
+    last `keep`). A file truncated or replaced since (`seen`) starts the pane again: the tails of
+    every file are read anew, since the reset read holds only that file's tail. `read_log(paths,
+    **kw)` reads with the pane's own options. Returns (lines to show, the frame read, whose attrs
+    hold the next `ends`/`versions`/`older`/`problems`, whether the pane started again)."""
+    new = read_log(paths, after=ends, seen=seen)
+    if new.attrs.get("reset"):
+        new = read_log(paths)
+        return new, new, True
+    return append_lines(shown, new, keep=keep), new, False
+
+
 def prepend_lines(older: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     """An older page put in front of the lines shown."""
     if older.empty:

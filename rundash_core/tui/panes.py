@@ -11,7 +11,7 @@ from textual.widgets.selection_list import Selection
 
 from .. import frames
 from ..charts.series import series_index
-from ..logview import append_lines
+from ..logview import follow_lines
 from ..user_regex import compile_user_pattern
 from .highlight import Doc
 from .plots import column_plot, format_value, metric_rows, sparkline
@@ -204,13 +204,10 @@ class LogsPane(Vertical):
             return
         try:
             paths = list(self.run.logs()["path"])  # a new log (a resumed attempt) is read from its tail
-            new = self.run.read_log(paths, tail=LOG_TAIL, after=self.ends, seen=self.versions) if paths \
-                else frames.empty(frames.LOG_LINES)
-            if new.attrs.get("reset"):
-                new = self.run.read_log(paths, tail=LOG_TAIL)
-                lines = new
-            else:
-                lines = append_lines(self.lines, new, keep=LOG_TAIL)
+            lines, new = self.lines, frames.empty(frames.LOG_LINES)
+            if paths:
+                lines, new, _reset = follow_lines(lambda ps, **kw: self.run.read_log(ps, tail=LOG_TAIL, **kw), paths,
+                                                  self.lines, ends=self.ends, seen=self.versions, keep=LOG_TAIL)
         except Exception as e:  # noqa: BLE001 - the lines shown stay
             self.say(failure(f"new lines of the logs of {self.run.run_id}", e))
             return
