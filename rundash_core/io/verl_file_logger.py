@@ -10,6 +10,15 @@ NAN = float("nan")
 PRODUCER = "trainer"
 
 
+def logger_row(row) -> tuple[int, dict] | None:
+    """(step, data) of a file-logger row `{"step": N, "data": {…}}`, N a whole step that fits an
+    int64; None for anything else."""
+    step, data = row.get("step"), row.get("data")
+    if type(step) is not int or not 0 <= step < 2**63 or not isinstance(data, dict):
+        return None
+    return step, data
+
+
 class FileLoggerTail(JsonlTail):
     """verl's `file` logger JSONL (spec 10): `{"step": N, "data": {…}}` per logging call, flattened
     to the same rows as the console log's. Only numbers are kept (null, written for NaN/inf,
@@ -22,10 +31,11 @@ class FileLoggerTail(JsonlTail):
         parsed = result.parsed
         rows, numbers = [], []
         for i, r in enumerate(parsed.rows):
-            step, data = r.get("step"), r.get("data")
-            if type(step) is not int or not 0 <= step < 2**63 or not isinstance(data, dict):
+            found = logger_row(r)
+            if found is None:
                 self.problems.add('not a file-logger row ({"step": N, "data": {…}})', parsed.line_of(i))
                 continue
+            step, data = found
             out = {"producer": PRODUCER, "step": step}
             for k, v in data.items():
                 if type(v) is int and not -(2**63) <= v < 2**63:  # Python's json writes any int

@@ -20,6 +20,7 @@ from ..io.bytetail import SETTLE_S
 from ..io.files import file_id, open_file, read_range
 from ..io.jsonl import LineProblems, parse_jsonl_bytes
 from ..io.valued import has_finite_value
+from ..io.verl_file_logger import logger_row
 from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
                             head_search, quick_head, quick_tail, stamp_in)
 from ..io.verl_far import far_steps
@@ -79,11 +80,10 @@ def file_logger_last_step(path: str) -> int | None:
         lines = data[data.find(b"\n") + 1 if start else 0: data.rfind(b"\n") + 1].split(b"\n")
         for line in reversed(lines):  # the last line that is a whole file-logger row
             if _LOGGER_STEP.match(line):
-                row = parse_jsonl_bytes(line, LineProblems()).rows
-                step = row[0].get("step") if row else None
-                values = row[0].get("data") if row else None
-                if type(step) is int and 0 <= step < 1 << 63 and isinstance(values, dict) and has_finite_value(values):
-                    return step
+                rows = parse_jsonl_bytes(line, LineProblems()).rows
+                found = logger_row(rows[0]) if rows else None
+                if found is not None and has_finite_value(found[1]):
+                    return found[0]
         return -1
     step = cache.shared.current(("verl-logger-step", fp.dev, fp.ino), fp, read, size=lambda _v: 64)
     return step if step is not None and step >= 0 else None
