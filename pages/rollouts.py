@@ -1,12 +1,13 @@
 """Rollouts: how rollouts ended and which gave no signal, per-step episode shape, the task grid,
 and whether the trainer and the inference engine agree on token probabilities.
 
-URL: `?run=&panel=outcomes|episodes|tasks|token_is&split=`.
+URL: `?run=&panel=outcomes|episodes|tasks|token_is&split=`. Steps are the run's step axis
+(`rollouts.step_axis`: trainer steps, else "Harbor step folder"); a missing step is a gap in a line.
 """
 import streamlit as st
 
 from pages import _charts, _ui
-from rundash_core import rollouts as ro
+from rundash_core import rollouts as ro, trajectory_charts
 from rundash_core.charts import rollout_figures as rf
 from rundash_core.charts.figures import ChartOptions
 from rundash_core.charts.series import series_index
@@ -17,10 +18,11 @@ PANELS = {"outcomes": "Outcomes", "episodes": "Episodes", "tasks": "Task grid", 
 PLOT = dict(config=_charts.PLOTLY_CONFIG, width="stretch")
 
 
-def outcomes_panel(samples) -> None:
+def outcomes_panel(samples, axis: str) -> None:
     counts = ro.outcomes_by_step(samples)
     share = st.toggle("As shares", key="ro_share")
-    st.plotly_chart(rf.outcome_bars(counts, share=share), key="ro_outcomes", **PLOT)
+    st.plotly_chart(trajectory_charts.name_step_axis(rf.outcome_bars(counts, share=share), axis), key="ro_outcomes",
+                    **PLOT)
     group_frame = ro.groups(samples)
     hist = ro.correct_of_n(group_frame)
     if not hist:
@@ -35,28 +37,30 @@ def outcomes_panel(samples) -> None:
               + (f"; {hist['other_sizes']} groups of other sizes are left out." if hist["other_sizes"] else "."))
     left, right = st.columns(2)
     left.plotly_chart(rf.correct_histogram(hist), key="ro_hist", **PLOT)
-    right.plotly_chart(rf.step_lines(ro.signal_by_step(group_frame),
-                                     {"no_signal": "no signal", "zero_advantage": "zero advantage",
-                                      "solve_rate": "solve rate"}, "Signal per step", "share of groups"),
-                       key="ro_signal", **PLOT)
+    signal = rf.step_lines(ro.with_gaps(ro.signal_by_step(group_frame)),
+                           {"no_signal": "no signal", "zero_advantage": "zero advantage", "solve_rate": "solve rate"},
+                           "Signal per step", "share of groups")
+    right.plotly_chart(trajectory_charts.name_step_axis(signal, axis), key="ro_signal", **PLOT)
 
 
-def episodes_panel(samples) -> None:
+def episodes_panel(samples, axis: str) -> None:
     summary = ro.episode_summary(samples)
+    lines = ro.with_gaps(summary)
     left, right = st.columns(2)
-    left.plotly_chart(rf.step_lines(summary, {"output_tokens": "output tokens (mean)",
-                                              "output_tokens_p90": "output tokens (p90)",
-                                              "input_tokens": "input tokens (mean)"}, "Lengths", "tokens"),
-                      key="ro_lengths", **PLOT)
-    right.plotly_chart(rf.step_lines(summary, {"truncated": "truncated", "errors": "raised"},
-                                     "Abnormal ends", "share of rollouts"), key="ro_abnormal", **PLOT)
-    st.dataframe(summary, hide_index=True, placeholder=ABSENT, height=table_height(len(summary)),
-                 column_config={"step": st.column_config.NumberColumn(format="%d"),
+    left.plotly_chart(trajectory_charts.name_step_axis(rf.step_lines(
+        lines, {"output_tokens": "output tokens (mean)", "output_tokens_p90": "output tokens (p90)",
+                "input_tokens": "input tokens (mean)"}, "Lengths", "tokens"), axis), key="ro_lengths", **PLOT)
+    right.plotly_chart(trajectory_charts.name_step_axis(rf.step_lines(
+        lines, {"truncated": "truncated", "errors": "raised"}, "Abnormal ends", "share of rollouts"), axis),
+        key="ro_abnormal", **PLOT)
+    st.dataframe(summary.rename(columns={"step": axis}), hide_index=True, placeholder=ABSENT,
+                 height=table_height(len(summary)),
+                 column_config={axis: st.column_config.NumberColumn(format="%d"),
                                 "truncated": st.column_config.NumberColumn(format="percent"),
                                 "errors": st.column_config.NumberColumn(format="percent")})
 
 
-def tasks_panel(run, samples) -> None:
+def tasks_panel(run, samples, axis: str) -> None:
     splits = [s for s in ("train", "val", "eval") if ((samples["split"] == s) & samples["task_id"].notna()).any()]
     if not splits:
         _ui.empty_state("This run's samples carry no task ids: there is no task grid.")
@@ -67,7 +71,7 @@ def tasks_panel(run, samples) -> None:
     cols = st.columns(6)
     for col, (name, value) in zip(cols, totals.items()):
         col.metric(name.replace("_", " "), f"{value:,}")
-    st.plotly_chart(rf.grid_heatmap(grid), key="ro_grid", **PLOT)
+    st.plotly_chart(trajectory_charts.name_step_axis(rf.grid_heatmap(grid), axis), key="ro_grid", **PLOT)
     st.caption("Select a cell to list its rollouts; each opens on the Trajectory page.")
     shown = grid.rename(columns=str)
     event = st.dataframe(shown, key=f"ro_grid_table_{split}", on_select="rerun", selection_mode="single-cell",
@@ -77,7 +81,7 @@ def tasks_panel(run, samples) -> None:
     cells = event.selection.get("cells", []) if event is not None else []
     if cells:
         task, step, picked = ro.cell_samples(samples, grid, cells[0], split=split)
-        st.markdown(f"**{md_code(task)}** at step {step}: {len(picked)} rollout(s)")
+        st.markdown(f"**{md_code(task)}** at {axis} {step}: {len(picked)} rollout(s)")
         for sid, reward in zip(picked["sample_id"], picked["reward"]):
             shown_reward = ABSENT if is_absent(reward) else f"{reward:.3g}"
             st.page_link("pages/trajectory.py", label=f"{sid} · reward {shown_reward}", icon=":material/route:",
@@ -111,11 +115,13 @@ if "samples" not in run.capabilities:
     _ui.empty_state(_ui.NO_SAMPLES)
     st.stop()
 samples = _ui.read_or_stop(lambda: run.samples(), f"the samples of {run.run_id}")
+column, axis = ro.step_axis(samples)
+samples = ro.on_axis(samples, column)
 if samples.empty:
     _ui.empty_state("This run has no samples (yet).")
 elif panel == "outcomes":
-    outcomes_panel(samples)
+    outcomes_panel(samples, axis)
 elif panel == "episodes":
-    episodes_panel(samples)
+    episodes_panel(samples, axis)
 else:
-    tasks_panel(run, samples)
+    tasks_panel(run, samples, axis)

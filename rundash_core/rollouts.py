@@ -5,6 +5,10 @@ keys of the token / importance-sampling panel. No file I/O: inputs are frames.
 Definitions follow the SWE-Lego-RL dashboard (spec swe-lego-rl.md 5.1, 5.2): a rollout is correct
 when its reward is above 0; a group (the samples of one prompt) with every rollout right or every
 one wrong has zero GRPO advantage: no signal.
+
+Steps: the panels and the Trajectory page count by one step axis per run (`step_axis`): trainer
+steps where every sample has one, else the Harbor folder numbers, labelled "Harbor step folder"
+(a fully-async SWE-Lego-RL run's training folders have no known trainer step, spec 2.1).
 """
 from __future__ import annotations
 
@@ -17,6 +21,36 @@ OUTCOMES = ("completed", "truncated", "aborted", "pending", "error")  # the orde
 _ABORTED = re.compile(r"abort|cancel", re.I)
 _PENDING = re.compile(r"pending|in flight|running", re.I)
 _TRUNCATED = re.compile(r"truncat|length|max_tokens|max_turns|overlong|context", re.I)
+STEP, STEP_FOLDER = "step", "step_folder"
+FOLDER_LABEL = "Harbor step folder"
+
+
+def step_axis(samples: pd.DataFrame) -> tuple[str, str]:
+    """(column, label) of the run's step axis: ('step', 'step') when every sample filed under a
+    Harbor folder has its trainer step; else ('step_folder', 'Harbor step folder'), so one axis
+    never mixes trainer steps with folder numbers and no step is guessed."""
+    if STEP_FOLDER in samples.columns and (samples[STEP_FOLDER].notna() & samples[STEP].isna()).any():
+        return STEP_FOLDER, FOLDER_LABEL
+    return STEP, STEP
+
+
+def on_axis(samples: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The samples with `step` holding their value on the axis (`step_axis`), for the per-step
+    numbers below."""
+    return samples if column == STEP else samples.assign(step=samples[column])
+
+
+def with_gaps(per_step: pd.DataFrame) -> pd.DataFrame:
+    """A per-step frame with one empty row at the first missing step after each run of consecutive
+    steps (sorted by step), so a line drawn over it breaks there: steps 13 then 39 are a gap, not a
+    line across 26 steps nobody measured."""
+    steps = pd.Series(per_step["step"].dropna().astype("int64").unique()).sort_values()
+    holes = (steps + 1)[steps.diff(-1).lt(-1).to_numpy()] if len(steps) > 1 else steps.iloc[:0]
+    if holes.empty:
+        return per_step
+    gaps = pd.DataFrame({"step": holes.to_numpy()})
+    out = pd.concat([per_step.astype({"step": "int64"}), gaps], ignore_index=True)
+    return out.sort_values("step", kind="stable").reset_index(drop=True)
 
 
 def _error_type(error: object) -> str:

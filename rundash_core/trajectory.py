@@ -1,5 +1,8 @@
 """What the Trajectory page computes from the frames: filtered and sorted samples, tool calls paired
-with their results, transcript search. No file I/O: inputs are `frames.SAMPLES` and `Episode`s."""
+with their results, transcript search. No file I/O: inputs are `frames.SAMPLES` and `Episode`s.
+
+Steps are on the run's step axis (`rollouts.step_axis`, the Rollouts page's too): trainer steps, or
+the Harbor folder numbers ("Harbor step folder") where trainer steps are not known."""
 from __future__ import annotations
 
 import json
@@ -7,6 +10,7 @@ import json
 import pandas as pd
 
 from .frames import Episode, Message
+from .rollouts import FOLDER_LABEL, on_axis, step_axis  # noqa: F401 (one step axis for both pages)
 
 # URL value -> (column, ascending); short and stable (`?sort=reward_desc`)
 SORTS = {
@@ -31,15 +35,17 @@ def has_error(samples: pd.DataFrame) -> pd.Series:
 
 
 def filter_samples(samples: pd.DataFrame, *, split: str | None = None, step: int | None = None,
-                   env: str | None = None, errors_only: bool = False, status: str | None = None) -> pd.DataFrame:
-    """The samples of one split / step / env / status (None: all), only the failed ones if asked."""
+                   env: str | None = None, errors_only: bool = False, status: str | None = None,
+                   step_column: str = "step") -> pd.DataFrame:
+    """The samples of one split / step / env / status (None: all), only the failed ones if asked;
+    `step` is a value of `step_column` (the step axis' column)."""
     keep = pd.Series(True, index=samples.index)
     if status is not None:
         keep &= samples["status"].eq(status).fillna(False).astype(bool)
     if split is not None:
         keep &= samples["split"].eq(split).fillna(False).astype(bool)
     if step is not None:
-        keep &= samples["step"].eq(step).fillna(False).astype(bool)
+        keep &= samples[step_column].eq(step).fillna(False).astype(bool)
     if env is not None:
         keep &= samples["env"].eq(env).fillna(False).astype(bool)
     if errors_only:
@@ -88,6 +94,20 @@ def step_window(options: list[int], current: int | None, width: int = 11) -> lis
     i = options.index(current) if current in options else len(options) - 1
     lo = min(max(i - width // 2, 0), len(options) - width)
     return options[lo:lo + width]
+
+
+def axis_steps(samples: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per step of the axis column: samples, mean reward, whether it holds eval samples
+    (`frames.STEPS`, what `Run.steps` gives for the `step` column): the step picker's steps."""
+    s = on_axis(samples, column)
+    s = s[s["step"].notna()]
+    if s.empty:
+        return pd.DataFrame({"step": pd.array([], dtype="Int64"), "samples": pd.array([], dtype="Int64"),
+                             "reward_mean": pd.Series([], dtype="float64"), "eval": pd.array([], dtype="boolean")})
+    g = s.groupby("step", sort=True)
+    return pd.DataFrame({"step": pd.array(g.size().index, dtype="Int64"), "samples": g.size().to_numpy(),
+                         "reward_mean": g["reward"].mean().to_numpy(),
+                         "eval": g["split"].agg(lambda x: bool((x != "train").any())).to_numpy()})
 
 
 def step_options(steps: pd.DataFrame) -> tuple[list[int], set[int]]:

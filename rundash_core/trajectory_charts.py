@@ -1,7 +1,7 @@
 """The Trajectory page's figures (plotly, no Streamlit): the stream's arrival-time histogram, the
-reward spread of GRPO groups, and one episode's timeline. Run text reaches plotly only as trace
-names, hover text and tick labels, which plotly renders as text (escaped here too: plotly's labels
-accept a few HTML tags)."""
+reward spread of GRPO groups, one episode's timeline, and the step axis' name on the Rollouts
+panels' figures. Run text reaches plotly only as trace names, hover text and tick labels, which
+plotly renders as text (escaped here too: plotly's labels accept a few HTML tags)."""
 from __future__ import annotations
 
 import html
@@ -19,6 +19,21 @@ _LANE_COLOR = {"phases": "#9AA0A6", "model": PALETTE[0], "tools": PALETTE[1]}
 
 def _esc(text: object) -> str:
     return html.escape(str(text), quote=False)
+
+
+def name_step_axis(fig: go.Figure, label: str) -> go.Figure:
+    """A figure drawn over steps (the Rollouts panels') whose x axis title and hover say what its
+    steps are (`rollouts.step_axis`): 'step', or 'Harbor step folder' where trainer steps are not
+    known."""
+    if label == "step":
+        return fig
+    fig.update_xaxes(title=_esc(label))
+    for trace in fig.data:
+        if trace.hovertemplate:
+            trace.hovertemplate = trace.hovertemplate.replace("step %{x}", f"{_esc(label)} %{{x}}")
+        else:
+            trace.hovertemplate = f"{_esc(label)} %{{x}}: %{{y}}<extra>%{{fullData.name}}</extra>"
+    return fig
 
 
 def arrival_histogram(samples: pd.DataFrame, *, bins: int = 60) -> go.Figure | None:
