@@ -12,7 +12,7 @@ import streamlit as st
 
 from pages import _episode, _tokens, _ui
 from pages._charts import PLOTLY_CONFIG, live_paused, url_widget
-from rundash_core import trajectory as tj, trajectory_charts
+from rundash_core import episode_ids, trajectory as tj, trajectory_charts
 from rundash_core.present import ABSENT, table_height
 
 FIRST_COLUMNS = ["sample_id", "step", "split", "env", "task_id", "group_id", "reward", "advantage", "status", "error",
@@ -171,7 +171,7 @@ event = st.dataframe(shown, key=table_key, on_select="rerun", selection_mode="si
                      placeholder=ABSENT, height=min(36 + 35 * len(view), 420))
 picked = tuple(event.selection.rows)
 if picked and picked != st.session_state.get("_tr_picked"):
-    st.query_params["sample"] = str(view.iloc[picked[0]]["sample_id"])
+    st.query_params["sample"] = episode_ids.link_id(samples, str(view.iloc[picked[0]]["sample_id"]))
 st.session_state["_tr_picked"] = picked
 
 sample_id = st.query_params.get("sample")
@@ -193,17 +193,17 @@ if episode is None:
     st.warning(f"This run has no sample {_ui.md_code(sample_id)}." + (f" ({_ui.md_escape(missing)})" if missing else ""))
     st.stop()
 
-hit = samples[samples["sample_id"] == sample_id]
+hit = samples[samples["sample_id"] == episode.sample_id]  # (the URL may name it by its episode id)
 row = hit.iloc[0].to_dict() if not hit.empty else None
 
 
 def _show_sample(sid: str) -> None:
     """Prev/next: the URL names the sample shown."""
-    st.query_params["sample"] = sid
+    st.query_params["sample"] = episode_ids.link_id(samples, sid)
 
 
 ids = view["sample_id"].tolist()
-at = ids.index(sample_id) if sample_id in ids else None
+at = ids.index(episode.sample_id) if episode.sample_id in ids else None
 c_head, c_up, c_down = st.columns([10, 0.5, 0.5], vertical_alignment="bottom")
 c_head.markdown(f"### Sample {_ui.md_code(episode.sample_id)}"
                 + (f" · task {_ui.md_code(episode.task_id)}" if episode.task_id else ""))

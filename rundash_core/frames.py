@@ -15,6 +15,8 @@ import pandas as pd
 # column -> pandas dtype
 SAMPLES = {
     "sample_id": "str",        # short, URL-safe, stable across restarts: what `episode()` takes
+    "episode_id": "str",       # the writer's own id (prime-rl episode id, Relax sample index, Harbor trial
+                               # name), else NA: `episode()` takes it too (`rundash_core.episode_ids`)
     "split": "str",            # 'train' | 'eval' | 'val'
     "step": "Int64",           # the step the source files it under (Harbor: the step_N folder number)
     "trainer_step": "Int64",   # the trainer step it belongs to, where the source says (else NA)

@@ -31,7 +31,7 @@ import re
 import orjson
 import pandas as pd
 
-from .. import cache, frames
+from .. import cache, episode_ids, frames
 from ..io import zst_seekable
 from ..io.files import file_id
 from .prime_rl_episode import _d, _int, _l, _num, to_episode
@@ -126,19 +126,19 @@ def _listing(run_path: str) -> tuple[tuple, pd.DataFrame]:
                                        lambda: _list_samples(folder))
 
 
-def sample_row(run_path: str, sample_id: str) -> dict | None:
-    """One listed sample's row, by a cached id → position map of the stream listing (no copy or
-    scan of a 70k-row frame per episode); the other layouts are small: filtered."""
+def sample_row(run_path: str, ident: str, run_id: str = "") -> dict:
+    """One listed sample's row, by its sample id or episode id (`episode_ids`): a cached id →
+    position map of the stream listing (no copy or scan of a 70k-row frame per episode); the other
+    layouts are small: searched. KeyError (run and id named) when no one sample matches."""
     if file_id(os.path.join(traces_dir(run_path), "stream.index.jsonl")) is None:
-        frame = samples(run_path)
-        hit = frame[frame["sample_id"] == sample_id]
-        return hit.iloc[0].to_dict() if len(hit) else None
+        return episode_ids.row(samples(run_path), ident, run_id or os.path.basename(run_path))
     stamp, frame = _listing(run_path)
     where = cache.shared.current(("prime-rl-sample-positions", os.path.realpath(run_path)), stamp,
-                                 lambda: {sid: i for i, sid in enumerate(frame["sample_id"])},
-                                 size=lambda v: 120 * len(v) + 64)
-    i = where.get(sample_id)
-    return frame.iloc[i].to_dict() if i is not None else None
+                                 lambda: episode_ids.positions(frame), size=lambda v: 120 * len(v) + 64)
+    i = where.get(ident)
+    if i is None:
+        episode_ids.find(frame, ident, run_id or os.path.basename(run_path))  # (raises: no such sample, or several)
+    return episode_ids.plain(frame.iloc[i].to_dict())
 
 
 def _list_samples(folder: str) -> pd.DataFrame:
@@ -179,7 +179,7 @@ def _list_samples(folder: str) -> pd.DataFrame:
         n_err = _int(row.get("num_errors")) or 0
         kind = row.get("kind")
         out.append({
-            "sample_id": f"{line}-{_UNSAFE.sub('', eid)[:8]}".rstrip("-"),
+            "sample_id": f"{line}-{_UNSAFE.sub('', eid)[:8]}".rstrip("-"), "episode_id": eid or None,
             "split": kind if kind in ("train", "eval") else "eval",
             "step": step, "trainer_step": trainer_step, "group_id": row.get("group"), "env": row.get("env"),
             "reward": _num(row.get("reward")), "advantage": advantage,
@@ -274,7 +274,7 @@ def list_rollouts(run_path: str) -> pd.DataFrame:
             path, at = (files["effective"], copy) if copy is not None else (base, row)
             n_err = row["num_errors"]
             out.append({
-                "sample_id": f"{step}-{kind}-{k}", "split": kind, "step": step,
+                "sample_id": f"{step}-{kind}-{k}", "episode_id": row["id"], "split": kind, "step": step,
                 "trainer_step": step if copy is not None or base == files.get("effective") else None,
                 "group_id": row["group"], "env": row["env"], "reward": row["reward"], "advantage": at["advantage"],
                 "ok": row["ok"] if isinstance(row["ok"], bool) else None,
@@ -319,15 +319,11 @@ def read_annotations(folder: str, trace_id: str, ann: dict) -> list[dict]:
 
 
 def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sample_id: str) -> frames.Episode:
-    """The episode of a listed sample (`samples`: the listing to find it in; None: `sample_row`)."""
-    if samples is not None:
-        hit = samples[samples["sample_id"] == sample_id]
-        found = hit.iloc[0].to_dict() if len(hit) else None
-    else:
-        found = sample_row(run_path, sample_id)
-    if found is None:
-        raise KeyError(f"{run_id}: no sample {sample_id!r}")
-    row = {k: (None if v is pd.NA or (isinstance(v, float) and v != v) else v) for k, v in found.items()}
+    """The episode of a listed sample, by its sample id or episode id (`samples`: the listing to
+    find it in; None: `sample_row`)."""
+    row = (episode_ids.row(samples, sample_id, run_id) if samples is not None
+           else sample_row(run_path, sample_id, run_id))
+    sample_id = row["sample_id"]
     if row.get("step") is not None:
         row["step"] = int(row["step"])
     plain, offset, length = frames.parse_line_locator(row["locator"])

@@ -49,7 +49,7 @@ def eval_samples(run_path: str) -> pd.DataFrame:
     for k, (offset, length, step, s) in enumerate(rows):
         n_err = s["num_errors"]
         out.append({
-            "sample_id": f"eval-{k}", "split": "eval", "step": step, "group_id": s["group"], "env": s["env"],
+            "sample_id": f"eval-{k}", "episode_id": s["id"], "split": "eval", "step": step, "group_id": s["group"], "env": s["env"],
             "reward": s["reward"], "advantage": s["advantage"],
             "ok": s["ok"] if isinstance(s["ok"], bool) else None,
             "error": f"{n_err} error{'s' if n_err > 1 else ''}" if n_err else None,

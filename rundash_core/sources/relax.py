@@ -37,7 +37,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .. import cache, frames
+from .. import cache, episode_ids, frames
 from ..io.files import FileId, describe_unreadable, file_id, mtime, read_range
 from ..io.jsonl import LineProblems, parse_jsonl_bytes
 from ..metricblock import TidyLog
@@ -212,7 +212,7 @@ class RelaxRun(Run):
                           for p, f in parts], ignore_index=True)
         known = rows["status"] != "unknown"
         return frames.typed({
-            "sample_id": rows["sample_id"], "split": rows["split"], "step": rows["step"],
+            "sample_id": rows["sample_id"], "episode_id": rows["sample_index"], "split": rows["split"], "step": rows["step"],
             "trainer_step": rows["step"].where(rows["split"] == "train"),
             "group_id": rows["group_index"].astype("string"), "env": rows["dataset"], "reward": rows["reward"],
             "status": rows["status"], "truncated": (rows["status"] == "truncated").where(known),
@@ -222,14 +222,15 @@ class RelaxRun(Run):
         }, frames.SAMPLES)
 
     def episode(self, sample_id: str) -> frames.Episode:
-        """The sample's row, read at its locator (one line, no rescan): prompt as the user message,
-        response as the assistant's, the other fields in `raw`."""
+        """The sample's row (by its sample id, or by its sample index when that names one sample),
+        read at its locator (one line, no rescan): prompt as the user message, response as the
+        assistant's, the other fields in `raw`."""
         split, step, _index = (sample_id.split("-", 2) + ["", ""])[:3]
-        samples = self.samples(split, int(step)) if split in SPLITS and step.isascii() and step.isdigit() else frames.empty(frames.SAMPLES)
-        hit = samples[samples["sample_id"] == sample_id]
-        if hit.empty:
-            raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
-        row = hit.iloc[0]
+        samples = self.samples(split, int(step)) if split in SPLITS and step.isascii() and step.isdigit() else None
+        if samples is None or not (samples["sample_id"] == sample_id).any():
+            samples = self.samples()  # (a sample index: any step)
+        row = samples.iloc[episode_ids.find(samples, sample_id, self.run_id)]
+        sample_id = row["sample_id"]
         path, offset, length = frames.parse_line_locator(row["locator"])
         record = _read_row(path, offset, length)
         if record is None:

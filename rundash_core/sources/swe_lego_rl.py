@@ -34,7 +34,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from .. import cache, frames
+from .. import cache, episode_ids, frames
 from ..io.bytetail import ByteTail
 from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots
 from ..run import Overview, Problem, utc
@@ -277,7 +277,8 @@ class SweLegoRLRun(VerlRun):
         error = trials["exception_type"].where(trials["exception"].isna() | (trials["exception"] == ""),
                                                trials["exception_type"] + ": " + trials["exception"])
         return frames.typed({
-            "sample_id": _unique_ids(trials), "split": [by_step[n][2] for n in steps], "step": trials["step"],
+            "sample_id": _unique_ids(trials), "episode_id": trials["locator"].map(os.path.basename),
+            "split": [by_step[n][2] for n in steps], "step": trials["step"],
             "trainer_step": [by_step[n][3] for n in steps], "group_id": trials["task_id"],
             "task_id": trials["task_id"], "env": trials["capability"], "reward": trials["reward"],
             "ok": trials["ok"], "error": error, "status": trials["ok"].map({True: "completed", False: "error"}),
@@ -286,14 +287,13 @@ class SweLegoRLRun(VerlRun):
         }, frames.SAMPLES)
 
     def episode(self, sample_id: str) -> frames.Episode:
-        """The trial's result and its agent transcript (ATIF), read from its trial dir."""
+        """The trial's result and its agent transcript (ATIF), read from its trial dir; by its
+        sample id or its trial name (`episode_ids`)."""
         step = sample_id.split("-", 1)[0]
-        samples = self.samples(step=int(step)) if step.isascii() and step.isdigit() else frames.empty(frames.SAMPLES)
-        hit = samples[samples["sample_id"] == sample_id]
-        if hit.empty:
-            raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
-        row = hit.iloc[0].to_dict()
-        row = {k: (None if v is pd.NA or (isinstance(v, float) and v != v) else v) for k, v in row.items()}
+        samples = self.samples(step=int(step)) if step.isascii() and step.isdigit() else None
+        if samples is None or not (samples["sample_id"] == sample_id).any():
+            samples = self.samples()  # (a trial name: any step)
+        row = episode_ids.row(samples, sample_id, self.run_id)
         return trial_episode(row["locator"], row, self.run_id)
 
     def validation(self) -> pd.DataFrame:

@@ -10,7 +10,8 @@ run). A folder shared by both settings, or known only from the log, is split fil
 validation dump always adds `reward` to every row, a rollout dump does not (spec 11).
 
 `sample_id` = `t<step>-<k>` / `v<step>-<k>` (the k-th line of the step's file); `group_id` = a hash
-of `input` (the spec: group by input); `locator` = `<file>:<offset>:<length>` of its line.
+of `input` (the spec: group by input); `episode_id` = the line's `id`-like extra (`ID_KEYS`) when
+the dump has one, else NA; `locator` = `<file>:<offset>:<length>` of its line.
 A dump folder that is missing or outside the allowed roots is a `Problem`, not an error.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import orjson
 import pandas as pd
 
-from .. import cache, frames
+from .. import cache, episode_ids, frames
 from ..io.bytetail import ByteTail
 from ..io.configs import dig
 from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots, is_dir
@@ -41,6 +42,7 @@ STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
 SAMPLE_ID = re.compile(r"^([tv])(\d+)-")
 CHUNK_BYTES = 16 << 20
 TEXT_KEYS = ("input", "output")
+ID_KEYS = ("id", "sample_id", "episode_id", "index")  # an extra naming the sample itself (not `uid`: a prompt's)
 
 
 @dataclass(frozen=True)
@@ -147,9 +149,9 @@ def _resolve(raw: str, bases: list[str]) -> tuple[str | None, tuple[str, str]]:
 @dataclass(frozen=True)
 class DumpFile:
     """The scalars of one `<step>.jsonl` (no text): per line (offset, length, score, group hash,
-    has `reward`), and what could not be read."""
+    has `reward`, its own id), and what could not be read."""
 
-    rows: list[tuple[int, int, float | None, str | None, bool]]
+    rows: list[tuple[int, int, float | None, str | None, bool, str | None]]
     problems: list[tuple[str, int, int]]
 
     def split(self) -> str:
@@ -173,12 +175,18 @@ def _parse(path: str, size: int) -> DumpFile:
             group = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:10] if isinstance(text, str) else None
             if not isinstance(row.get("output"), str):
                 problems.add("row without an 'output' text", line)
-            rows.append((offset, length, _number(row.get("score")), group, "reward" in row))
+            rows.append((offset, length, _number(row.get("score")), group, "reward" in row, _dump_id(row)))
     except OSError as e:
         problems.add(f"cannot be read ({e.strerror.lower() if e.strerror else e})", 0)
     if size == 0:
         problems.add("empty file: no samples", 0)
     return DumpFile(rows, list(problems.items()))
+
+
+def _dump_id(row: dict) -> str | None:
+    """The sample's own id when the dump carries one (an `id`-like extra), else None."""
+    v = next((row[k] for k in ID_KEYS if k in row), None)
+    return v if isinstance(v, str) and v else str(v) if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _number(v) -> float | None:
@@ -214,12 +222,12 @@ def list_samples(dirs: list[DumpDir], *, split: str | None = None, step: int | N
             kind = d.split or parsed.split()
             if split is not None and kind != split:
                 continue
-            for k, (offset, length, score, group, _has_reward) in enumerate(parsed.rows):
+            for k, (offset, length, score, group, _has_reward, own_id) in enumerate(parsed.rows):
                 sid = f"{kind[0]}{file_step}-{k}"
                 if sid in seen:
                     sid = f"{sid}-d{n}"
                 seen.add(sid)
-                out.append({"sample_id": sid, "split": kind, "step": file_step,
+                out.append({"sample_id": sid, "episode_id": own_id, "split": kind, "step": file_step,
                             "trainer_step": file_step if kind == "train" else None, "group_id": group,
                             "reward": score, "locator": frames.line_locator(path, offset, length)})
     return frames.typed(out, frames.SAMPLES)
@@ -229,11 +237,11 @@ def read_episode(run_id: str, dirs: list[DumpDir], sample_id: str) -> frames.Epi
     """The sample's line, read at its locator: `input` as the user message, `output` as the
     assistant's, `score` as the reward; numeric extras as metrics, `gts` and text extras as ids."""
     m = SAMPLE_ID.match(sample_id)
-    samples = list_samples(dirs, step=int(m.group(2))) if m else frames.empty(frames.SAMPLES)
-    hit = samples[samples["sample_id"] == sample_id]
-    if hit.empty:
-        raise KeyError(f"{run_id}: no sample {sample_id!r}")
-    row = hit.iloc[0]
+    samples = list_samples(dirs, step=int(m.group(2))) if m else None
+    if samples is None or not (samples["sample_id"] == sample_id).any():
+        samples = list_samples(dirs)  # (the dump's own id: any step)
+    row = samples.iloc[episode_ids.find(samples, sample_id, run_id)]
+    sample_id = row["sample_id"]
     path = frames.parse_line_locator(row["locator"])[0]
     record = read_located_object(row["locator"], sample=f"{run_id}: sample {sample_id!r}")
     extras = {k: v for k, v in record.items() if k not in (*TEXT_KEYS, "score", "step", "gts")}

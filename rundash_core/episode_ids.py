@@ -1,0 +1,83 @@
+"""A listed sample's two ids, and which one a link carries.
+
+`sample_id` is rundash's short form (`1-d8ba8749`, `train-3-12`); `episode_id` is the id the
+writer gave it (prime-rl's episode `id`, Relax's sample index, the Harbor trial name), what a user
+pastes from `jq` or a log. `run.episode()` takes either: the short form first, then a writer id that
+names exactly one sample. A deep link carries the writer id where it names one sample, so the link
+survives a change of the short form; an old short-form link still opens.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+SHOWN_CANDIDATES = 5  # how many matching samples an ambiguous-id message lists
+
+
+def _matches(values: pd.Series, ident: str) -> np.ndarray:
+    return np.flatnonzero((values == ident).fillna(False).to_numpy(dtype=bool))
+
+
+def find(samples: pd.DataFrame, ident: str, run_id: str) -> int:
+    """The position in `samples` of the sample `ident` names (its `sample_id`, else its unique
+    `episode_id`); KeyError naming the run and the id when none does, or when several share it."""
+    ident = str(ident)
+    hit = _matches(samples["sample_id"], ident)
+    if len(hit):
+        return int(hit[0])
+    if "episode_id" in samples.columns and ident:
+        hit = _matches(samples["episode_id"], ident)
+        if len(hit) == 1:
+            return int(hit[0])
+        if len(hit) > 1:
+            names = ", ".join(str(samples["sample_id"].iloc[i]) for i in hit[:SHOWN_CANDIDATES])
+            more = f", … {len(hit) - SHOWN_CANDIDATES} more" if len(hit) > SHOWN_CANDIDATES else ""
+            raise KeyError(f"{run_id}: {ident!r} is the id of {len(hit)} samples ({names}{more}): "
+                           "open one by its sample id")
+    raise KeyError(f"{run_id}: no sample {ident!r} (neither a sample id nor an episode id of this run)")
+
+
+def row(samples: pd.DataFrame, ident: str, run_id: str) -> dict:
+    """The row of the sample `ident` names (`find`), missing values as None."""
+    return plain(samples.iloc[find(samples, ident, run_id)].to_dict())
+
+
+def plain(found: dict) -> dict:
+    """A frame row as a dict with its missing values (NA, NaN) as None."""
+    return {k: (None if v is pd.NA or v is None or (isinstance(v, float) and v != v) else v) for k, v in found.items()}
+
+
+def positions(samples: pd.DataFrame) -> dict[str, int]:
+    """id → position for every `sample_id` and every `episode_id` that names one sample (a writer
+    id never hides a sample id): a lookup table for a long listing; a miss goes to `find` for its
+    message."""
+    out: dict[str, int] = {}
+    if "episode_id" in samples.columns:
+        ids = samples["episode_id"]
+        unique = ids.notna() & (ids != "") & ~ids.duplicated(keep=False)
+        out.update({str(e): int(i) for i, e in zip(np.flatnonzero(unique.to_numpy(dtype=bool)), ids[unique])})
+    out.update({str(s): i for i, s in enumerate(samples["sample_id"])})
+    return out
+
+
+def link_ids(samples: pd.DataFrame) -> pd.Series:
+    """Per row, the id a deep link carries: its `episode_id` when that names only it in `samples`
+    (the whole run's listing) and is no other row's sample id, else its `sample_id`."""
+    sid = samples["sample_id"].astype(object)
+    if "episode_id" not in samples.columns or samples.empty:
+        return sid
+    eid = samples["episode_id"].astype(object)
+    ok = eid.notna() & (eid != "") & ~eid.duplicated(keep=False) & ~eid.isin(set(sid))
+    return eid.where(ok, sid)
+
+
+def link_id(samples: pd.DataFrame, sample_id: str) -> str:
+    """`link_ids` for one listed sample (its `sample_id` when it is not listed)."""
+    hit = _matches(samples["sample_id"], sample_id)
+    if not len(hit) or "episode_id" not in samples.columns:
+        return sample_id
+    eid = samples["episode_id"].iloc[hit[0]]
+    if eid is None or eid is pd.NA or eid != eid or eid == "":
+        return sample_id
+    unique = len(_matches(samples["episode_id"], eid)) == 1 and not len(_matches(samples["sample_id"], eid))
+    return str(eid) if unique else sample_id
