@@ -1,5 +1,6 @@
 """`rundash [DIR ...] [--port P] [--host H] [--base-path /prefix] [--roots R ...] [--yes]`: start the
-dashboard on directories, on the folder a guided start finds, or on the built-in demo.
+dashboard on directories, on the folder a guided start finds, or on the built-in demo (bound to
+127.0.0.1 unless --host says otherwise).
 
 The server is Streamlit running app.py as a child process: the launcher waits for it to answer
 its health check, prints the local URL and the SSH port-forward command, says so when the
@@ -29,6 +30,12 @@ from .importer import max_bytes
 from .io.files import env_roots, is_within
 
 HEALTH_TIMEOUT_S = 60
+DEFAULT_HOST = "127.0.0.1"  # run data stays private until someone chooses --host 0.0.0.0
+USAGE = ("%(prog)s [DIR ...] [--port P] [--host H] [--base-path /prefix] [--roots R ...] [--yes]\n"
+         "       %(prog)s {status,check-in,tui} ...")
+DESCRIPTION = ("Start the dashboard on the runs under DIRs (no DIR: the folder a guided start finds, or the\n"
+               "built-in demo), or run one of the commands listed below.")
+ANY_HOST = (None, "", "0.0.0.0", "::")  # every interface: reached as localhost from this machine
 
 
 def app_path() -> Path:
@@ -57,9 +64,7 @@ class Plan:
 
     @property
     def local_url(self) -> str:
-        host = "localhost" if self.host in (None, "", "0.0.0.0", "::") else self.host
-        host = f"[{host}]" if ":" in host else host  # an IPv6 address
-        return f"http://{host}:{self.port}{self.base_path}/"
+        return f"http://{url_host(self.host)}:{self.port}{self.base_path}/"
 
     def command(self, app: Path) -> list[str]:
         """`python -m streamlit run app.py` with the server options and the dirs after `--`."""
@@ -97,6 +102,12 @@ class Plan:
         return "\n".join(lines)
 
 
+def url_host(host: str | None) -> str:
+    """`host` as a URL (and `ssh -L`) writes it: localhost for every interface, IPv6 in brackets."""
+    host = "localhost" if host in ANY_HOST else host
+    return f"[{host}]" if ":" in host else host
+
+
 def parse_base_path(raw: str | None) -> str:
     """'/prefix' (no trailing slash) or '' for none; refuses what is not a plain URL path."""
     if not raw or raw.strip("/") == "":
@@ -108,10 +119,14 @@ def parse_base_path(raw: str | None) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rundash", description=__doc__.split("\n\n")[0])
+    from .cli import verbs_help
+
+    parser = argparse.ArgumentParser(prog="rundash", usage=USAGE, description=DESCRIPTION, epilog=verbs_help(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dirs", nargs="*", help="output directories holding runs (default: a guided start)")
     parser.add_argument("--port", type=int, default=None, help="port (default: the lowest free in 8501-8520)")
-    parser.add_argument("--host", default=None, help="address to bind (default: every interface)")
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help=f"address to bind (default: {DEFAULT_HOST}, this machine only; 0.0.0.0 for every interface)")
     parser.add_argument("--base-path", default=None, help="URL prefix behind a reverse proxy, e.g. /rundash")
     parser.add_argument("--roots", nargs="+", default=None, metavar="R",
                         help="allowed roots: only paths under them can be read or added (default: the dirs)")
@@ -160,12 +175,13 @@ def make_plan(args: argparse.Namespace, *, cwd: str | None = None) -> Plan:
     return Plan(dirs=dirs, port=port, host=args.host, base_path=base_path, roots=roots, ranked=ranked)
 
 
-def confirm(ask=input) -> bool:
+def confirm(ask=input) -> bool | None:
+    """The user's answer to "Proceed?": yes (enter, y) or no; None when there is no answer."""
     try:
         answer = ask("Proceed? [Y/n] ")
     except EOFError:
         print("\nrundash: no answer (not a terminal?); pass --yes to start without asking", file=sys.stderr)
-        return False
+        return None
     return answer.strip().lower() in ("", "y", "yes")
 
 
@@ -183,14 +199,15 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = HEALTH_TIMEO
     return False
 
 
-def forward_command(port: int) -> str:
-    """What to run on a laptop to reach a server on this (remote) machine (a user with no name, as
-    in a container run with a bare uid, is left for ssh to choose)."""
+def forward_command(port: int, host: str | None = DEFAULT_HOST) -> str:
+    """What to run on a laptop to reach a server on this (remote) machine: the tunnel ends at the
+    address the server binds (a user with no name, as in a container run with a bare uid, is left
+    for ssh to choose)."""
     try:
         user = getpass.getuser() + "@"
     except (KeyError, OSError, ImportError):
         user = ""
-    return f"ssh -N -L {port}:localhost:{port} {user}{socket.getfqdn()}"
+    return f"ssh -N -L {port}:{url_host(host)}:{port} {user}{socket.getfqdn()}"
 
 
 def empty_board(plan: Plan, *, cwd: str | None = None) -> list[str]:
@@ -223,7 +240,7 @@ def serve(plan: Plan) -> int:
     try:
         if wait_healthy(plan.local_url, proc):
             print(f"\nrundash is serving at {plan.local_url}", flush=True)
-            print(f"  from another machine: {forward_command(plan.port)}", flush=True)
+            print(f"  from another machine: {forward_command(plan.port, plan.host)}", flush=True)
             print(f"  then open http://localhost:{plan.port}{plan.base_path}/", flush=True)
             for line in empty_board(plan):
                 print(line, flush=True)
@@ -306,8 +323,13 @@ def main(argv: list[str] | None = None) -> int:
               f"(pid {running['pid']})")
         return 0
     print(plan.describe(), flush=True)
-    if not args.dirs and not args.yes and not confirm():
-        return 1
+    if not args.dirs and not args.yes:
+        answer = confirm()
+        if answer is None:  # no terminal to ask: a failed start
+            return 1
+        if not answer:  # the user said no: done, not failed
+            print("rundash: nothing was started", flush=True)
+            return 0
     if args.port is None and not instances.port_free(plan.port, plan.host):  # taken while we asked
         plan.port = instances.free_port(plan.host) or plan.port
         print(f"  port    {plan.port} (the first choice was taken meanwhile)", flush=True)

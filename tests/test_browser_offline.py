@@ -104,7 +104,7 @@ def test_the_server_answers_under_the_base_path(server):
     assert urllib.request.urlopen(server["url"] + "_stcore/health", timeout=5).read() == b"ok"
     with pytest.raises(OSError):  # the prefix is the only way in
         urllib.request.urlopen(f"http://127.0.0.1:{server['port']}/_stcore/health", timeout=5)
-    assert f"ssh -N -L {server['port']}:localhost:{server['port']} " in server["log"].read_text()
+    assert f"ssh -N -L {server['port']}:127.0.0.1:{server['port']} " in server["log"].read_text()
 
 
 def test_every_page_renders_offline_under_the_base_path(server, offline_page):

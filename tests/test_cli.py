@@ -189,3 +189,79 @@ def test_guided_start_asks_and_does_not_start_without_an_answer(tmp_path):
     assert str(tmp_path / "outputs") in res.stdout and "Proceed?" in res.stdout
     assert "pass --yes" in res.stderr
     assert launch.confirm(lambda _q: "") and launch.confirm(lambda _q: "y") and not launch.confirm(lambda _q: "n")
+
+
+def test_help_lists_the_commands_and_the_server_options():
+    res = subprocess.run([sys.executable, "-m", "rundash_core.cli", "--help"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    for verb in cli.VERBS:  # every verb the CLI dispatches, one line each saying what it does
+        listed = [line for line in lines if line.strip().startswith(f"rundash {verb} ")]
+        assert len(listed) == 1 and len(listed[0].split("  ")[-1].split()) >= 4, (verb, listed)
+    for option in ("--port", "--host", "--base-path", "--roots", "--yes"):
+        assert option in res.stdout, option
+    assert "default: 127.0.0.1" in " ".join(res.stdout.split())
+
+
+def test_the_server_binds_loopback_unless_asked(tmp_path):
+    out = copy_run(NEW_RUN, tmp_path / "outputs").parent
+    plan = _plan([str(out)])
+    cmd = plan.command(launch.app_path())
+    assert plan.host == "127.0.0.1" and cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+    assert plan.local_url == f"http://127.0.0.1:{plan.port}/"
+    # the tunnel ends where the server listens; a server on every interface is reached as localhost
+    assert f"ssh -N -L {plan.port}:127.0.0.1:{plan.port} " in launch.forward_command(plan.port, plan.host)
+    assert "-L 8600:localhost:8600 " in launch.forward_command(8600, "0.0.0.0")
+    assert "-L 8600:[::1]:8600 " in launch.forward_command(8600, "::1")
+    everywhere = _plan([str(out), "--host", "0.0.0.0"]).command(launch.app_path())
+    assert everywhere[everywhere.index("--server.address") + 1] == "0.0.0.0"
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The IPv4 addresses a socket LISTENs on for `port` (from /proc/net/tcp, hex little-endian)."""
+    found = set()
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = row.split()[1], row.split()[3]
+        addr, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:
+            found.add(socket.inet_ntoa(bytes.fromhex(addr)[::-1]))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket table")
+def test_a_started_server_listens_on_loopback_only(tmp_path):
+    out = copy_run(NEW_RUN, tmp_path / "outputs").parent
+    port = _free_port()
+    env = {**os.environ, "RUNDASH_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("RUNDASH_DIRS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.cli", str(out), "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        text = ""
+        for line in proc.stdout:
+            text += line
+            if "then open" in line:
+                break
+        assert f"rundash is serving at http://127.0.0.1:{port}/" in text, text
+        assert f"-L {port}:127.0.0.1:{port} " in text
+        assert _listening_addresses(port) == {"127.0.0.1"}
+    finally:
+        os.killpg(proc.pid, 2)
+        proc.wait(30)
+
+
+def test_no_at_the_question_starts_nothing_and_exits_0(tmp_path, monkeypatch, capsys, no_start):
+    copy_run(NEW_RUN, tmp_path / "outputs")
+    monkeypatch.chdir(tmp_path)
+    real_confirm = launch.confirm
+    monkeypatch.setattr(launch, "confirm", lambda: real_confirm(lambda _q: "n"))
+    assert launch.main([]) == 0
+    out = capsys.readouterr().out
+    assert str(tmp_path / "outputs") in out and "nothing was started" in out
+    assert instances.live() == []  # nothing recorded either
+
+
+def test_no_answer_at_the_question_is_none():
+    def eof(_q):
+        raise EOFError
+    assert launch.confirm(eof) is None and launch.confirm(lambda _q: "N") is False

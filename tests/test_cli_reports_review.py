@@ -151,7 +151,7 @@ def test_the_forward_command_for_a_user_without_a_name():
     os.waitpid(pid, 0)
     with os.fdopen(read) as f:
         text = f.read()
-    assert text.startswith("ssh -N -L 8501:localhost:8501 ") and "failed" not in text, text
+    assert text.startswith("ssh -N -L 8501:127.0.0.1:8501 ") and "failed" not in text, text  # the default host
 
 
 def test_an_unknown_host_is_named_not_blamed_on_the_ports():
