@@ -61,7 +61,8 @@ FAILURE_MODES = {                # one row per task of a val event (first copy),
 LOGS = {"component": "str", "attempt": "Int64", "path": "str", "size": "Int64",
         "updated": "datetime64[ns, UTC]"}
 LOG_LINES = {"time": "datetime64[ns, UTC]", "component": "str", "level": "str", "text": "str",
-             "path": "str", "offset": "Int64"}
+             "path": "str", "offset": "Int64",
+             "estimated": "boolean"}  # the line has no time of its own: `time` is estimated (logmerge)
 EVAL_PLAN = {"env": "str", "step": "Int64", "expected": "Int64"}  # eval episodes a plan.json expects
 REPORTS = {"name": "str", "title": "str", "path": "str", "size": "Int64", "updated": "datetime64[ns, UTC]"}
 

@@ -8,10 +8,9 @@ the bytes appended since the offsets it is given. A torn last line (a writer mid
 until its newline comes or the file has been still for `bytetail.SETTLE_S`.
 
 A filter picks its lines of a block in one scan (`logblocks`). Lines are parsed by `logtext`; a
-line without a level or time of its own (a traceback) takes those of the line before it in its
-file. Dates: loguru writes only `HH:MM:SS` (local time), vLLM `MM-DD HH:MM:SS`; the date is the
-file's mtime, stepping back a day each time the clock goes backwards reading downward (counted
-back from the end of what was read).
+line without a level of its own (a traceback) takes that of the line before it in its file. Times
+(`logmerge`): each line's own stamp, dated by the run's logs (`run_dates`), whichever files are
+read together; a line without one is estimated from the evidence around it.
 
 Every read counts its bytes in `counter` (and `frame.attrs["bytes_read"]`): the benchmark and the
 tests use it to prove a read touched only a range.
@@ -27,7 +26,7 @@ import pandas as pd
 from . import logblocks, logtext
 from .io.bytetail import SETTLE_S
 from .io.files import describe_unreadable, file_id, open_file
-from .logmerge import assign_times, merge
+from .logmerge import assign_times, last_dated, merge, run_dates
 from .redact import redact_text
 from .run import Problem
 from .user_regex import NOTHING, compile_user_pattern
@@ -37,6 +36,7 @@ MAX_BLOCK = 4 << 20
 SCAN_BYTES = 32 << 20  # per file per request when a filter hides lines
 CONTEXT_LINES = 50  # parsed before the lines shown: where a continuation line's level comes from
 FOLLOW_BYTES = 8 << 20  # more appended than this since the last look: show the tail instead
+DATED_BYTES = 64 << 10  # looked back from each log's end for its newest dated line (`logmerge.run_dates`)
 ROUTER_SUFFIX = "#router"  # a listed virtual entry: the router lines of a single-node inference.log
 
 
@@ -96,15 +96,15 @@ class Window:
     mtime: float = 0.0
     version: tuple | None = None  # (dev, ino, mtime_ns) of the file read: a follow read tells a replaced file
     stamps: list = field(default_factory=list)  # every line's own stamp (kept or not), for dates
+    steps: list = field(default_factory=list)  # every line's step time (`logtext.step_seconds`)
+    tied: list = field(default_factory=list)  # every line: a continuation of the record before it
     kept: list = field(default_factory=list)  # index in `stamps` of each kept line
+    estimated: list = field(default_factory=list)  # per kept line: its time is an estimate
+    at_end: bool = False  # read up to where the file's complete lines end
+    every_line: bool = True  # `stamps` hold every line read (not only those a pattern found)
 
     def keep_last(self, n: int) -> None:
         self.lines, self.levels, self.kept = self.lines[-n:], self.levels[-n:], self.kept[-n:]
-
-    def last_dated(self) -> float | None:
-        """The time of the last line that says its date (ISO, or vLLM's month-day)."""
-        s = next((s for s in reversed(self.stamps) if s is not None and (s.when or s.month_day)), None)
-        return logtext.resolve_times([s], self.mtime)[0] if s is not None else None
 
 
 def specs_for(listing: pd.DataFrame, paths: list[str]) -> list[LogSpec]:
@@ -128,11 +128,12 @@ def read_log(listing: pd.DataFrame, paths: list[str], *, tail: int = 1000, befor
              pattern: str | None = None, levels=None, actors=None) -> pd.DataFrame:
     """`Run.read_log` over a run's `logs()` listing; see `read_specs`."""
     return read_specs(specs_for(listing, list(paths)), tail=tail, before=before, after=after, seen=seen,
-                      pattern=pattern, levels=levels, actors=actors)
+                      pattern=pattern, levels=levels, actors=actors, listing=listing)
 
 
 def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=None, seen=None,
-               pattern: str | None = None, levels=None, actors=None, scan_bytes: int = SCAN_BYTES) -> pd.DataFrame:
+               pattern: str | None = None, levels=None, actors=None, scan_bytes: int = SCAN_BYTES,
+               listing: pd.DataFrame | None = None) -> pd.DataFrame:
     """The last `tail` lines of the given logs merged by time (`frames.LOG_LINES`).
 
     `before`: an offset (or {path: offset}) to page older lines, ending there; `after`:
@@ -142,7 +143,8 @@ def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=Non
     those only. `frame.attrs`: `older` {path: offset to pass as `before` next}, `ends` {path:
     offset to pass as `after` next}, `versions` {path: version to pass as `seen` next},
     `bytes_read`, `problems` (Problems of unreadable files), `reset` (a followed file shrank or was
-    replaced: the frame is a fresh tail), `error` (an invalid pattern)."""
+    replaced: the frame is a fresh tail), `error` (an invalid pattern). `listing`: the run's
+    logs, whose dated lines date the files read (`logmerge.run_dates`; default: those read)."""
     compiled, error = compile_user_pattern(pattern or "")
     filters = Filters(NOTHING if error else compiled, frozenset(levels) if levels else None,
                       frozenset(actors) if actors is not None else None)
@@ -158,13 +160,49 @@ def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=Non
         else:
             w = _tail(spec, before_at.get(spec.path), tail, filters, scan_bytes)
         windows.append(w)
-    assign_times(windows)
+    at_end = {w.spec.real: w for w in windows if w.at_end}
+    assign_times(windows, None if listing is None else run_dates(
+        listing, specs, lambda p: newest_dated(real_path(p), at_end.get(real_path(p)))))
     frame, older = merge(windows, tail)
     frame.attrs.update(older=older, ends={w.spec.path: w.end for w in windows}, reset=reset, error=error,
                        versions={w.spec.path: w.version for w in windows if w.version is not None},
                        bytes_read=counter.bytes - start_bytes,
                        problems=[Problem(w.spec.real, w.problem) for w in windows if w.problem])
     return frame
+
+
+_dated_seen: dict[str, tuple] = {}  # real path → ((dev, ino), size, mtime_ns, newest dated time)
+
+
+def newest_dated(real: str, window: Window | None = None) -> float | None:
+    """The time of a log's last dated line, looked for in its last DATED_BYTES once per file
+    version (a grown file: in what was appended since), or in `window`, just read up to its end."""
+    seen = _dated_seen.get(real)
+    if window is not None and window.version is not None and window.every_line:
+        t = last_dated(window.stamps, window.mtime)
+        same = seen is not None and seen[0] == window.version[:2] and seen[1] == window.start
+        if t is not None or same or window.start == 0:  # else: its dated line may be before the window
+            t = t if t is not None or not same else seen[3]
+            _dated_seen[real] = (window.version[:2], window.end, window.version[2], t)
+            return t
+    fid = file_id(real)
+    if fid is None:
+        return None
+    if seen is not None and seen[0] == (fid.dev, fid.ino) and seen[1:3] == (fid.size, fid.mtime_ns):
+        return seen[3]
+    grown = seen is not None and seen[0] == (fid.dev, fid.ino) and fid.size > seen[1]
+    start = max(seen[1] if grown else 0, fid.size - DATED_BYTES)
+    try:
+        with open_file(real) as fh:
+            data = _read(fh, start, fid.size)
+    except OSError:
+        return None
+    raws = logblocks.split_lines(data, start)[1 if start > 0 and not grown else 0:]  # (a line cut at `start`)
+    stamp = next((st for _, raw in reversed(raws) if (st := logtext.parse(raw).stamp) is not None
+                  and (st.when or st.month_day)), None)
+    t = last_dated([stamp], fid.mtime) if stamp is not None else seen[3] if grown else None
+    _dated_seen[real] = ((fid.dev, fid.ino), fid.size, fid.mtime_ns, t)
+    return t
 
 
 def _per_path(value, specs: list[LogSpec]) -> dict:
@@ -204,9 +242,10 @@ def _tail(spec: LogSpec, before: int | None, want: int, filters: Filters, scan_b
     try:
         with open_file(spec.real) as fh:
             end = _complete_end(fh, fid.size, fid.mtime)
+            complete = end
             end = _line_start(fh, before) if before is not None and before < end else end
             w = _walk_back(fh, spec, end, want, filters, scan_bytes, fid.mtime)
-        w.version = _version(fid)
+        w.version, w.at_end = _version(fid), end == complete
         return w
     except OSError as e:
         return Window(spec, 0, 0, problem=describe_unreadable(spec.real) or str(e))
@@ -265,6 +304,7 @@ def _walk_back(fh, spec: LogSpec, end: int, want: int, filters: Filters, scan_by
         first = lines[0][0] if context and lines else first
     w = Window(spec, first, end, mtime=mtime)
     _finish(w, lines, filters, inherit=not grep_only)
+    w.every_line = not grep_only
     if len(w.lines) > want:  # the next older page ends at the first line kept
         w.start = w.lines[-want][0]
         w.keep_last(want)
@@ -298,7 +338,7 @@ def _appended(spec: LogSpec, offset: int, seen: tuple | None, want: int, filters
     if fid.size - offset > FOLLOW_BYTES or replaced:  # too much to show as appended (a gap), or another file
         return _tail(spec, None, want, filters, scan_bytes), True
     if fid.size == offset:
-        return Window(spec, offset, offset, mtime=fid.mtime, version=_version(fid)), False
+        return Window(spec, offset, offset, mtime=fid.mtime, version=_version(fid), at_end=True), False
     try:
         with open_file(spec.real) as fh:
             if fid.size < offset or offset > 0 and _read(fh, offset - 1, offset) != b"\n":
@@ -308,7 +348,7 @@ def _appended(spec: LogSpec, offset: int, seen: tuple | None, want: int, filters
         return Window(spec, offset, offset, problem=describe_unreadable(spec.real) or str(e)), False
     if not data.endswith(b"\n") and time.time() - fid.mtime < SETTLE_S:
         data = data[: data.rfind(b"\n") + 1]  # a torn last line waits for its newline
-    w = Window(spec, offset, offset + len(data), mtime=fid.mtime, version=_version(fid))
+    w = Window(spec, offset, offset + len(data), mtime=fid.mtime, version=_version(fid), at_end=True)
     _finish(w, [(o, logtext.parse(line)) for o, line in logblocks.split_lines(data, offset)], filters)
     w.keep_last(want)
     return w, False
@@ -325,14 +365,19 @@ def _may_keep(spec: LogSpec, line: logtext.LogLine, filters: Filters) -> bool:
 
 def _finish(w: Window, lines: list, filters: Filters, *, inherit: bool = True) -> None:
     """Levels carried over continuation lines (`inherit`: `lines` are every line, not only those
-    a pattern found), filters applied (times: `logmerge.assign_times`)."""
+    a pattern found), filters applied; each line's stamp, step time and whether it continues a
+    record, for `logmerge.assign_times`."""
     w.stamps = [line.stamp for _, line in lines]
-    level, last_router, last_actor = logtext.UNKNOWN, False, ""
+    w.steps = [logtext.step_seconds(line.plain) for _, line in lines]
+    w.tied = [False] * len(lines)
+    level, last_router, last_actor, in_record = logtext.UNKNOWN, False, "", False
     for i, (offset, line) in enumerate(lines):
         if line.level is not None:
-            level, last_router, last_actor = line.level, line.router, line.actor
+            level, last_router, last_actor, in_record = line.level, line.router, line.actor, True
         elif line.actor != last_actor or not inherit:  # another process's output: not a continuation
-            level, last_router, last_actor = logtext.UNKNOWN, False, line.actor
+            level, last_router, last_actor, in_record = logtext.UNKNOWN, False, line.actor, False
+        else:
+            w.tied[i] = in_record and line.stamp is None
         router = line.router or (line.level is None and last_router)
         if w.spec.only == "router" and not router or w.spec.only == "engine" and router:
             continue

@@ -36,6 +36,7 @@ _GLOG = re.compile("^" + GLOG_RECORD)
 _ISO = re.compile(r"^\[?(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?")
 _RAY_CPP_LEVEL = re.compile(r" ([EWID]) \d+ \d+\]")  # `[2025-06-19 16:30:39,118 E 679234 679666] logging.cc`
 _WORD_LEVEL = re.compile(rf"\b({_LEVEL_WORD})\b")
+_STEP_TIME = re.compile(r"\bstep:\d+ - .*?\btiming_s/step:(?:np\.float64\()?(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)")
 _ROUTER = re.compile(r"^[\[(]?\s*(?:vllm[-_]|sglang[-_])?router\b|\b(?:vllm|sglang)_router\b", re.I)
 
 
@@ -193,11 +194,10 @@ def _json_record(plain: str) -> LogLine | None:
 
 
 def resolve_times(stamps: list, mtime: float) -> list[float]:
-    """Epoch seconds per line of a file read downward, from each line's own Stamp: a time of day
-    is dated by the file's `mtime` (local), stepping back a day each time the clock goes backwards
-    reading downward (counted back from the end); a month-day takes the mtime's year (the year
-    before when it would be later). A line without a time takes the previous line's, and the
-    lines before the first timed one the first time."""
+    """Epoch seconds per line of a file read downward, from each line's own Stamp (NaN for a line
+    without one: `logmerge.estimate_times` places those): a time of day is dated by `mtime`
+    (local), stepping back a day each time the clock goes backwards reading downward (counted back
+    from the end); a month-day takes the mtime's year (the year before when it would be later)."""
     n = len(stamps)
     out = [float("nan")] * n
     anchor = dt.datetime.fromtimestamp(mtime)
@@ -220,14 +220,16 @@ def resolve_times(stamps: list, mtime: float) -> list[float]:
                 day -= dt.timedelta(days=1)
             later_tod = s.time_of_day
             out[i] = _local_seconds(day, s.time_of_day)
-    last = float("nan")
-    for i in range(n):
-        if out[i] == out[i]:
-            last = out[i]
-        else:
-            out[i] = last
-    first = next((t for t in out if t == t), float("nan"))
-    return [first if t != t else t for t in out]
+    return out
+
+
+def step_seconds(plain: str) -> float | None:
+    """The wall time of a step a verl / SWE-Lego metrics line reports (`step:N - … timing_s/step:X`),
+    in seconds; None for any other line."""
+    if "timing_s/step:" not in plain or not (m := _STEP_TIME.search(plain)):
+        return None
+    seconds = float(m.group(1))
+    return seconds if 0 <= seconds < 1e7 else None
 
 
 def _local_seconds(day: dt.date, seconds: int) -> float:

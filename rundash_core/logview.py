@@ -22,6 +22,9 @@ _GROUP_ORDER = ("trainer", "orchestrator", "inference", "router", "evals", ENV_G
 HIDDEN_BY_DEFAULT = ("router", "launcher")  # the router's lines are in the inference engine's log too
 LEVEL_CHOICES = ("DEBUG", "INFO", "WARNING", "ERROR")
 PANE_HEIGHT = 560
+ESTIMATED_MARK = "~"
+ESTIMATED_LEGEND = ("~ before a time: the line has no time of its own; its time (and place among the other "
+                    "files' lines) is estimated from the lines around it")
 _SGR = re.compile(r"\x1b\[([0-9;]*)m")
 _ANY_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]?")
 _COLOURS = {0: "#6e7781", 1: "#d1242f", 2: "#1a7f37", 3: "#9a6700", 4: "#0969da", 5: "#8250df", 6: "#1b7c83",
@@ -178,12 +181,24 @@ def line_html(text: str) -> str:
     return "".join(spans)
 
 
+def time_labels(lines: pd.DataFrame) -> list[str]:
+    """Each line's time as every log view shows it (`MM-DD HH:MM:SS` UTC, "" when unknown), with
+    ESTIMATED_MARK before an estimated one (`frames.LOG_LINES.estimated`)."""
+    stamps = lines["time"].dt.strftime("%m-%d %H:%M:%S").fillna("")
+    marks = lines["estimated"].fillna(False).astype(bool) if "estimated" in lines else [False] * len(lines)
+    return [ESTIMATED_MARK + s if m and s else s for s, m in zip(stamps, marks)]
+
+
+def any_estimated(lines: pd.DataFrame) -> bool:
+    return "estimated" in lines and bool(lines["estimated"].fillna(False).astype(bool).any())
+
+
 def pane_html(lines: pd.DataFrame, *, show_component: bool, height: int = PANE_HEIGHT, empty: str = "") -> str:
     """The lines in a fixed-height box that scrolls (newest at the bottom), monospace; each line
-    with its time (and component, in a merged pane)."""
+    with its time (and component, in a merged pane), an estimated time marked (the legend under
+    the box)."""
     rows = []
-    stamps = lines["time"].dt.strftime("%m-%d %H:%M:%S").fillna("")
-    for stamp, comp, level, text in zip(stamps, lines["component"], lines["level"], lines["text"]):
+    for stamp, comp, level, text in zip(time_labels(lines), lines["component"], lines["level"], lines["text"]):
         colour = _LEVEL_COLOURS.get(str(level))
         mark = f'<span style="color:{colour}">▍</span>' if colour else '<span style="opacity:.15">▍</span>'
         meta = f'<span style="opacity:.55">{html.escape(stamp)}</span> '
@@ -195,7 +210,8 @@ def pane_html(lines: pd.DataFrame, *, show_component: bool, height: int = PANE_H
     return (f'<div style="height:{int(height)}px;overflow:auto;display:flex;flex-direction:column-reverse;'
             'border:1px solid rgba(128,128,128,.35);border-radius:6px;padding:6px 8px;'
             'font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;line-height:1.45">'
-            f'<div>{body}</div></div>')
+            f'<div>{body}</div></div>' + (f'<div style="opacity:.6;font-size:12px;margin-top:2px">'
+                                          f'{html.escape(ESTIMATED_LEGEND)}</div>' if any_estimated(lines) else ""))
 
 
 def append_lines(shown: pd.DataFrame, new: pd.DataFrame, *, keep: int) -> pd.DataFrame:

@@ -39,7 +39,8 @@ def live_run(parent, *, lines: int = 30):
     (att / "orchestrator.log").write_text(loguru(hms, "INFO", "OPENAI_API_KEY=SECRET-6 uv run rl --token SECRET-7")
                                           + loguru(hms, "WARNING", "orchestrator slow"))
     (att / "envs" / "train").mkdir(parents=True)
-    (att / "envs" / "train" / "math.log").write_text("2026-09-24 08:19:44 INFO env up\n")
+    ymd = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 60))  # (a dated line: the run's day)
+    (att / "envs" / "train" / "math.log").write_text(f"{ymd} INFO env up\n")
     return run
 
 

@@ -8,6 +8,7 @@ import json
 import pandas as pd
 
 from ..frames import Episode, Message
+from ..logview import ESTIMATED_LEGEND, any_estimated, time_labels
 from ..present import fold_list, format_duration, format_time, step_headline, text_or
 from ..redact import redact, redact_text
 from ..run import Overview
@@ -177,15 +178,16 @@ def filter_log_lines(lines: pd.DataFrame, *, levels=None, query: str = "") -> tu
 
 
 def logs_doc(lines: pd.DataFrame) -> Doc:
-    """The log tail: time, level, component, text (secrets hidden); "no logs" when empty."""
+    """The log tail: time (`logview.time_labels`, as the Logs page), level, component, text (secrets
+    hidden); "no logs" when empty."""
     doc = Doc()
     if lines.empty:
         return doc.line("no logs", "muted")
-    for t, level, component, text in zip(lines["time"], lines["level"], lines["component"], lines["text"]):
-        stamp = "" if pd.isna(t) else t.strftime("%m-%d %H:%M:%S ")
+    for stamp, level, component, text in zip(time_labels(lines), lines["level"], lines["component"], lines["text"]):
+        stamp = f"{stamp} " if stamp else ""
         level = "" if pd.isna(level) else str(level).upper()
         doc.add(stamp, "muted").add(f"{level:<8} ", LEVEL_STYLE.get(level))
         if not pd.isna(component):
             doc.add(f"{component} ", "role")
         doc.line(redact_text(str(text)) if not pd.isna(text) else "")
-    return doc
+    return doc.line(ESTIMATED_LEGEND, "muted") if any_estimated(lines) else doc
