@@ -4,11 +4,14 @@ import time
 import streamlit as st
 
 from pages import _ui
+from pages._charts import text_width
 from rundash_core.checkin import checkin_markdown
-from rundash_core.health import Signals, findings_frame, health, health_state
+from rundash_core.health import VERDICTS, Signals, findings_frame, health, health_state
 from rundash_core.present import table_height
 
-STATE_COLOR = {"Healthy": "green", "Degraded": "orange", "Down": "red"}
+STATE_COLOR = {"Healthy": "green", "Degraded": "orange", "Stopped": "gray", "Stalled": "red", "Down": "red"}
+FINDING_COLUMNS = ["severity", "message", "steps", "area", "rule", "metric"]  # what is read first, long keys last
+METRIC_PX = 220
 
 run = _ui.current_run()
 if run is None:
@@ -28,6 +31,7 @@ def health_view() -> None:
     state = health_state(findings)
 
     st.markdown(f"## Health · :{STATE_COLOR[state]}[{state}]")
+    st.caption(f"{state}: {VERDICTS[state]}.")
     as_of = time.strftime("%H:%M:%S", time.localtime(now))
     st.caption("Rule-based checks over the run's metrics: alive / stalled, stability (entropy, grad-norm and loss "
                "spikes, mismatch KL, NaN), progress (reward, validation, lengths, truncation, errors, no-signal "
@@ -37,7 +41,12 @@ def health_view() -> None:
     if findings:
         table = findings_frame(findings)
         st.dataframe(table, hide_index=True, width="stretch", height=table_height(len(table)),
-                     column_config={"message": st.column_config.TextColumn("message", width="large")})
+                     column_order=FINDING_COLUMNS,
+                     column_config={"message": st.column_config.TextColumn("message", width=text_width(table["message"])),
+                                    "metric": st.column_config.TextColumn(
+                                        "metric", width=METRIC_PX,
+                                        help="The metric key; a long one is cut to the column: double-click the cell "
+                                             "to read it whole.")})
     else:
         st.success("No findings: every rule passed on the metrics this run logged.")
 

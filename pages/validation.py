@@ -38,6 +38,10 @@ chosen = st.multiselect("Series (source · statistic)", options, default=core, k
                              "default; the auxiliary ones (std, worst@k, per-capability, coverage) on demand.")
 if chosen:
     st.plotly_chart(vc.score_figure(frame, chosen), config=PLOTLY_CONFIG, key="val_score_chart")
+headline = val.headline(frame)
+if headline is not None:
+    st.caption(f"Headline statistic: {md_code(headline.label)} (the breakdown's default; Health and the check-in "
+               "report it).")
 low = vc.low_coverage_events(frame)
 if low:
     st.caption(f"Events covering less than half of the fixed cohort ({vc.LOW_NOTE}): "
@@ -52,7 +56,7 @@ stats = list(dict.fromkeys(frame["statistic"]))
 c1, c2 = st.columns(2)
 event = url_widget(c1.selectbox, "Event", event_names, key="event", index=len(event_names) - 1,
                    format_func=lambda e: labels.get(e, e))
-default_stat = val.breakdown_statistic(frame)
+default_stat = val.headline_statistic(frame)
 stat = url_widget(c2.selectbox, "Statistic", stats, key="stat", index=stats.index(default_stat),
                   format_func=str)
 previous = val.previous_event(frame, event)

@@ -2,13 +2,15 @@
 
     ## YYYY-MM-DD HH:MM UTC
 
+    **Run**: `name` · running · 3h 05m
     **Step**: 140 / 200
-    **Health**: Healthy | Degraded | Down
+    **Health**: Healthy | Degraded | Stopped | Stalled | Down
 
     **Progress**: ...   **Stability**: ...   **Performance**: ...   **Notes**: ...
 
 rundash only renders it (page panel, `rundash check-in`); whoever owns the run appends it to the
-run's STATUS.md, rundash never writes into a run directory.
+run's STATUS.md, rundash never writes into a run directory. Name, status, step and duration are the
+run's one summary (`run.overview()`, through `Signals`), as the run card and the runs list show them.
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import time
 import pandas as pd
 
 from .health import Finding, Signals, health, health_state
-from .health_rules import step_rate, val_series
+from .health_alive import step_rate
+from .health_rules import val_headline
+from .present import format_duration, md_code
 
 # (concept, label, unit[, skipped when this concept is logged]) per line of the entry; units: "%" (a
 # share), "s", "tok" or "" (plain)
@@ -71,6 +75,16 @@ def _area(values: list[str], findings: list[Finding], area: str, absent: str) ->
     return _sentence(values + _flags(findings, area), absent)
 
 
+def eval_text(signals: Signals) -> list[str]:
+    """`eval avg@2 0.750 at step 20 (best 0.833 at step 10)`: the headline validation statistic
+    (the one Validation shows by default, `validation.headline`), the series val_drop reads."""
+    h = val_headline(signals)
+    if h is None or not len(h.values):
+        return []
+    v = h.values
+    return [f"eval {h.label} {v.iloc[-1]:.3f} at step {int(v.index[-1])} (best {h.best:.3f} at step {h.best_step})"]
+
+
 def checkin_markdown(signals: Signals, findings: list[Finding], *, problems: list | None = None,
                      now: float | None = None) -> str:
     """The check-in entry as Markdown, stamped `now` (UTC)."""
@@ -81,10 +95,7 @@ def checkin_markdown(signals: Signals, findings: list[Finding], *, problems: lis
     max_steps = "∞" if ov.max_steps is None else str(ov.max_steps)
 
     progress = _line(signals, PROGRESS)
-    val = val_series(signals)
-    if val is not None and len(val[1]):
-        v = val[1]
-        progress.append(f"eval score {v.iloc[-1]:.4g} at step {int(v.index[-1])} (best {v.max():.4g})")
+    progress += eval_text(signals)
     stability = _line(signals, STABILITY)
     performance = _line(signals, PERFORMANCE)
     rate = step_rate(signals)
@@ -98,7 +109,8 @@ def checkin_markdown(signals: Signals, findings: list[Finding], *, problems: lis
     if problems:
         notes.append(f"{len(problems)} file problem(s): " + "; ".join(str(p) for p in problems[:3]))
 
-    lines = [f"## {stamp}", "", f"**Step**: {step} / {max_steps}", f"**Health**: {health_state(findings)}", "",
+    run = f"{md_code(ov.name)} · {ov.status} · {format_duration(ov.duration_s)}"
+    lines = [f"## {stamp}", "", f"**Run**: {run}", f"**Step**: {step} / {max_steps}", f"**Health**: {health_state(findings)}", "",
              f"**Progress**: {_area(progress, findings, 'progress', 'no progress metrics logged.')}",
              f"**Stability**: {_area(stability, findings, 'stability', 'no stability metrics logged.')}",
              f"**Performance**: {_area(performance, findings, 'performance', 'no timing metrics logged.')}",

@@ -5,6 +5,21 @@ validation frame, gathered once into `Signals`. A rule asks for a *concept* ("re
 KL", "wait for batch", ...), never a kind: `Signals.concept` resolves it to the key the run logged,
 through the canonical aliases (`charts.aliases`) where one exists and the `CONCEPTS` table below
 for what the aliases do not cover, so one rule serves prime-rl, verl, SWE-Lego-RL and Relax.
+
+The verdict (`health_state`) is the run's state now, the first that holds of:
+
+- **Down**: not being written and not finished: it stopped short of its step limit, or stopped
+  before logging a step (a critical "alive" finding other than `stalled`).
+- **Stalled**: its files are still written (status running) but it has not advanced: no new step
+  for several of its typical step times (the logged step times, else `timing_s/step`, with a floor
+  of `Thresholds.stall_minutes`), or no step at all that long after it started (`stalled`).
+- **Degraded**: alive or finished, and something is wrong at its latest steps (a warning or
+  critical finding: a condition over the last window, a spike not yet recovered).
+- **Stopped**: not being written, nothing wrong at its end, but with no step limit and no finish
+  marker rundash cannot tell done from cut short (the `stopped` info finding).
+- **Healthy**: advancing, or finished (said so, or reached its step limit), with nothing wrong at
+  its latest steps. Info findings (a spike that recovered, a plateau, an entropy that settled low)
+  are dated notes: they never set the verdict.
 """
 from __future__ import annotations
 
@@ -23,7 +38,14 @@ from .run import Overview
 
 SEVERITIES = ("critical", "warning", "info")  # most severe first
 AREAS = ("alive", "stability", "progress", "performance")
-HEALTH_STATES = ("Healthy", "Degraded", "Down")
+HEALTH_STATES = ("Healthy", "Degraded", "Stopped", "Stalled", "Down")
+VERDICTS = {  # what each verdict says of the run now (one line each, for pages and the CLI)
+    "Healthy": "advancing, or finished, with nothing wrong at its latest steps",
+    "Degraded": "alive or finished, with something wrong at its latest steps",
+    "Stopped": "not being written; no step limit or finish logged, so it may be done or cut short",
+    "Stalled": "its files are written but it has not advanced for several of its typical step times",
+    "Down": "stopped short of its step limit, or before its first step",
+}
 
 
 @dataclass(frozen=True)
@@ -77,7 +99,9 @@ def json_safe(value):
 class Thresholds:
     """The rules' knobs; the defaults suit most runs (tests pass their own)."""
 
-    stall_minutes: float = 10.0  # no new metric rows this long while running: stalled
+    stall_minutes: float = 5.0  # the least time without a new step, while running, that is a stall
+    stall_steps: float = 5.0  # ... or this many typical step times, when longer
+    recovered_steps: int = 3  # a spike with this many normal steps logged after it has recovered
     window: int = 20  # steps per trailing window (shorter runs use a quarter of their steps)
     spike_z: float = 6.0  # robust z-score (median/MAD of the trailing window) of a spike
     entropy_collapse: float = 0.25  # recent entropy below this share of its early level
@@ -206,12 +230,16 @@ def run_health(run, *, now: float | None = None, thresholds: Thresholds | None =
 
 
 def health_state(findings: list[Finding]) -> str:
-    """Down: the run is not alive (a critical "alive" finding); Degraded: any other warning or
-    critical finding; else Healthy (info findings are context, not trouble)."""
-    if any(f.severity == "critical" and f.area == "alive" for f in findings):
+    """The verdict: Down, Stalled, Degraded, Stopped or Healthy, as the module docstring defines."""
+    alive = [f for f in findings if f.area == "alive"]
+    if any(f.severity == "critical" and f.rule != "stalled" for f in alive):
         return "Down"
+    if any(f.severity == "critical" and f.rule == "stalled" for f in alive):
+        return "Stalled"
     if any(f.severity in ("critical", "warning") for f in findings):
         return "Degraded"
+    if any(f.rule == "stopped" for f in alive):
+        return "Stopped"
     return "Healthy"
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import validation as val
 from .charts import aliases
 from .health import Finding, Signals, Thresholds, window_for
-from .present import format_duration
+from .health_alive import alive
 
 MAD_SCALE = 1.4826  # MAD × this estimates the standard deviation of normal noise
 
@@ -25,17 +26,31 @@ def _g(x: float) -> str:
     return f"{x:.4g}"
 
 
+def resolution(s: pd.Series) -> float:
+    """The smallest step between two distinct logged values: a console log printing three decimals
+    cannot show a move smaller than its last digit, so a spike must be several of these."""
+    u = np.unique(s.to_numpy(dtype="float64")[np.isfinite(s.to_numpy(dtype="float64"))])
+    return float(np.diff(u).min()) if len(u) > 1 else 0.0
+
+
 def robust_z(s: pd.Series, window: int) -> pd.Series:
     """Each point's distance from the median of the `window` points before it, in robust standard
-    deviations (MAD × 1.4826, floored so a flat history does not divide by zero)."""
+    deviations (MAD × 1.4826, floored at the values' print resolution and 0.1% of the median, so a
+    flat or rounded history does not divide by zero)."""
     med = s.rolling(window, min_periods=max(3, window // 2)).median().shift(1)
     mad = (s - med).abs().rolling(window, min_periods=max(3, window // 2)).median().shift(1)
-    floor = 1e-3 * med.abs() + 1e-12
+    floor = np.maximum(1e-3 * med.abs(), resolution(s)) + 1e-12
     return (s - med) / np.maximum(MAD_SCALE * mad, floor)
+
+
+def _ended(s: Signals) -> bool:
+    return s.overview.finished or s.overview.status == "completed"
 
 
 def _spikes(s: Signals, t: Thresholds, concept: str, rule: str, area: str, *, both_ways: bool = False,
             label: str | None = None) -> list[Finding]:
+    """Spikes by robust z. A warning only while the last one is current: fewer than
+    `recovered_steps` steps logged after it and the run not finished. Else a dated note."""
     found = s.concept(concept)
     if found is None or len(found[1]) < 8:
         return []
@@ -46,62 +61,25 @@ def _spikes(s: Signals, t: Thresholds, concept: str, rule: str, area: str, *, bo
         return []
     steps = v.index[hit.to_numpy()]
     worst = z.abs().idxmax() if both_ways else z.idxmax()
-    return [Finding("warning", area, rule, key, int(steps[0]), int(steps[-1]),
+    last = int(steps[-1])
+    after = int((v.index > last).sum())
+    recovered = after >= t.recovered_steps
+    current = not recovered and not _ended(s)
+    how = (f"recovered by step {int(v.index[v.index > last][t.recovered_steps - 1])}" if recovered
+           else "at the run's end" if not current else "not yet recovered")
+    return [Finding("warning" if current else "info", area, rule, key, int(steps[0]), last,
                     f"{label or concept} spiked {int(hit.sum())}× (worst {_g(v[worst])} at step {worst}, "
-                    f"robust z {_g(z[worst])})",
+                    f"robust z {_g(z[worst])}); the last at step {last}, {how}",
                     {"spikes": int(hit.sum()), "worst_step": int(worst), "worst_value": float(v[worst]),
-                     "z": float(z[worst]), "spike_steps": [int(x) for x in steps[:20]]})]
-
-
-# Alive -------------------------------------------------------------------------------------------
-def alive(s: Signals, t: Thresholds) -> list[Finding]:
-    """Stalled: status says running (files are being written) but no metric row for a while;
-    stopped: not running and not done."""
-    ov = s.overview
-    last = s.last_time()
-    if ov.status == "running":
-        if last is None:
-            return []
-        gap = s.now - last
-        rate = step_rate(s)
-        typical = 3600.0 / rate if rate else 0.0
-        limit = max(t.stall_minutes * 60.0, 5 * typical)
-        if gap > limit:
-            return [Finding("critical", "alive", "stalled", None, ov.last_step, ov.last_step,
-                            f"no new metric rows for {format_duration(gap)} while the run's files are still "
-                            f"written (limit {format_duration(limit)})",
-                            {"seconds_since_last_row": gap, "limit_s": limit, "steps_per_hour": rate})]
-        return []
-    if ov.status == "stopped" and not ov.finished:
-        short = ov.max_steps is not None and ov.step is not None and ov.step < ov.max_steps
-        if short:
-            return [Finding("critical", "alive", "stopped", None, ov.last_step, ov.last_step,
-                            f"the run stopped at step {ov.step} of {ov.max_steps}",
-                            {"step": ov.step, "max_steps": ov.max_steps})]
-        if ov.max_steps is None:
-            return [Finding("info", "alive", "stopped", None, ov.last_step, ov.last_step,
-                            "the run is not being written to (no step limit known, so it may be done)",
-                            {"step": ov.step})]
-    return []
-
-
-def step_rate(s: Signals) -> float | None:
-    """Steps per hour over the last window of steps (from their logged times), None when unknown."""
-    tidy = s.tidy
-    stepped = tidy[tidy["step"].notna() & tidy["time"].notna()]
-    if stepped.empty:
-        return None
-    per_step = stepped.groupby(stepped["step"].astype("int64"))["time"].max().sort_index()
-    per_step = per_step.tail(21)
-    if len(per_step) < 2:
-        return None
-    dt = float(per_step.iloc[-1] - per_step.iloc[0])
-    dsteps = int(per_step.index[-1] - per_step.index[0])
-    return dsteps * 3600.0 / dt if dt > 0 else None
+                     "z": float(z[worst]), "spike_steps": [int(x) for x in steps[:20]], "last_spike": last,
+                     "steps_after": after, "recovered": recovered})]
 
 
 # Stability ---------------------------------------------------------------------------------------
 def entropy(s: Signals, t: Thresholds) -> list[Finding]:
+    """Entropy collapsed below a share of its early level: a warning while it is still falling
+    (the last window under half of the level three windows before), a dated note once it has
+    settled low (converged policies are sharp); and entropy spikes."""
     found = s.concept("entropy")
     if found is None or len(found[1]) < 8:
         return []
@@ -110,9 +88,18 @@ def entropy(s: Signals, t: Thresholds) -> list[Finding]:
     early, recent = float(v.iloc[:w].median()), float(v.iloc[-w:].mean())
     out = []
     if early > 0 and recent < t.entropy_collapse * early:
-        out.append(Finding("warning", "stability", "entropy_collapse", key, _step(v, -w), _step(v, -1),
-                           f"entropy collapsed: {_g(recent)} over the last {w} steps vs {_g(early)} early on",
-                           {"early": early, "recent": recent, "ratio": recent / early}))
+        before = float(v.iloc[-4 * w:-3 * w].mean()) if len(v) >= 4 * w else early
+        low = v.rolling(w).mean() < t.entropy_collapse * early
+        since = int(low.idxmax())
+        evidence = {"early": early, "recent": recent, "ratio": recent / early, "before": before, "low_since": since}
+        if recent < 0.5 * before:
+            out.append(Finding("warning", "stability", "entropy_collapse", key, _step(v, -w), _step(v, -1),
+                               f"entropy collapsed: {_g(recent)} over the last {w} steps vs {_g(early)} early on, "
+                               f"and still falling ({_g(before)} {3 * w} steps before)", evidence))
+        else:
+            out.append(Finding("info", "stability", "entropy_low", key, since, _step(v, -1),
+                               f"entropy settled low: {_g(recent)} over the last {w} steps vs {_g(early)} early on "
+                               f"(below {t.entropy_collapse:.0%} of it since step {since})", evidence))
     return out + _spikes(s, t, "entropy", "entropy_spike", "stability")
 
 
@@ -185,34 +172,44 @@ def reward(s: Signals, t: Thresholds) -> list[Finding]:
     return []
 
 
-def val_series(s: Signals) -> tuple[str, pd.Series] | None:
-    """The headline validation score by step: the validation frame's core rows (mean over
-    sources), else the "val score" alias over the metrics."""
-    val = s.validation
-    if len(val) and "core" in val:
-        core = val[val["core"].fillna(False).astype(bool) & val["step"].notna()]
-        if len(core):
-            v = core.groupby(core["step"].astype("int64"))["value"].mean().sort_index()
-            return "validation", v.astype("float64")
+def val_headline(s: Signals) -> val.Headline | None:
+    """The headline validation statistic by step (`validation.headline`: the one Validation shows
+    by default), else the "val score" alias over the metrics."""
+    if len(s.validation) and "statistic" in s.validation:
+        found = val.headline(s.validation)
+        if found is not None:
+            return found
     frame = aliases.canonical_frame(s.kind, s.tidy, ["val score"]) if len(s.tidy) else None
     if frame is None or frame.empty:
         return None
-    frame = frame.dropna(subset=["step"])
-    v = frame.groupby(frame["step"].astype("int64"))["value"].mean().sort_index()
-    return str(frame["source_key"].iloc[0]), v
+    frame = frame.dropna(subset=["step", "value"])
+    if frame.empty:
+        return None
+    key = str(frame["source_key"].iloc[0])
+    v = frame.groupby(frame["step"].astype("int64"))["value"].mean().sort_index().astype("float64")
+    return val.Headline(key, key, v.rename_axis("step"), val.lower_is_better(key))
+
+
+def val_series(s: Signals) -> tuple[str, pd.Series] | None:
+    """(label, values by step) of the headline validation statistic."""
+    found = val_headline(s)
+    return (found.label, found.values) if found is not None else None
 
 
 def val_score(s: Signals, t: Thresholds) -> list[Finding]:
-    found = val_series(s)
-    if found is None or len(found[1]) < 3:
+    """The headline validation statistic's last event worse than its best beyond noise."""
+    h = val_headline(s)
+    if h is None or len(h.values) < 3:
         return []
-    key, v = found
-    best_step = int(v.idxmax())
-    best, last = float(v.max()), float(v.iloc[-1])
-    if best - last > max(0.02, 0.1 * abs(best)) and best_step != int(v.index[-1]):
-        return [Finding("warning", "progress", "val_drop", key, best_step, int(v.index[-1]),
-                        f"validation score {_g(last)} is below its best {_g(best)} (step {best_step})",
-                        {"best": best, "best_step": best_step, "last": last, "events": len(v)})]
+    v = h.values
+    best_step, best, last, last_step = h.best_step, h.best, float(v.iloc[-1]), int(v.index[-1])
+    worse = last - best if h.lower_is_better else best - last
+    if worse > max(0.02, 0.1 * abs(best)) and best_step != last_step:
+        return [Finding("warning", "progress", "val_drop", h.label, best_step, last_step,
+                        f"eval {h.label} {last:.3f} at step {last_step} is {'above' if h.lower_is_better else 'below'} "
+                        f"its best {best:.3f} (step {best_step})",
+                        {"best": best, "best_step": best_step, "last": last, "events": len(v),
+                         "statistic": h.statistic})]
     return []
 
 

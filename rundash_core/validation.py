@@ -135,15 +135,55 @@ def series_names(frame: pd.DataFrame) -> pd.Series:
     return frame["source"].astype("str") + " · " + frame["statistic"].astype("str")
 
 
-def breakdown_statistic(frame: pd.DataFrame) -> str | None:
-    """The statistic to break an event down by: the one reported for the most sources (per
-    capability / data source), core statistics first on a tie."""
+def headline_statistic(frame: pd.DataFrame) -> str | None:
+    """The statistic Validation shows by default (its breakdown) and the check-in and the health
+    rules report: the one reported for the most sources (per capability / data source), core
+    statistics first on a tie, then by name (prime-rl's avg@k before pass@k)."""
     if frame.empty:
         return None
     per = frame.groupby("statistic")["source"].nunique()
     core = frame.groupby("statistic")["core"].any()
     order = sorted(per.index, key=lambda s: (-per[s], not core[s], s))
     return order[0]
+
+
+def lower_is_better(statistic: str) -> bool:
+    """A loss or perplexity (SFT `val/loss`) improves downwards; scores improve upwards."""
+    return statistic.rsplit("/", 1)[-1] in ("loss", "perplexity")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The headline statistic by trainer step: its name as shown ("avg@2", "mean@1 over 2
+    sources"), the values (mean over the sources reporting it at a step) and which way is better."""
+
+    label: str
+    statistic: str
+    values: pd.Series  # by step (int), ascending
+    lower_is_better: bool
+
+    @property
+    def best_step(self) -> int:
+        return int(self.values.idxmin() if self.lower_is_better else self.values.idxmax())
+
+    @property
+    def best(self) -> float:
+        return float(self.values[self.best_step])
+
+
+def headline(frame: pd.DataFrame) -> Headline | None:
+    """The headline statistic's series over the events paired with a trainer step; None when the
+    frame has none."""
+    stat = headline_statistic(frame)
+    if stat is None:
+        return None
+    rows = frame[(frame["statistic"] == stat) & frame["step"].notna() & frame["value"].notna()]
+    if rows.empty:
+        return None
+    values = rows.groupby(rows["step"].astype("int64"))["value"].mean().sort_index().astype("float64")
+    n = rows["source"].nunique()
+    label = stat if n == 1 else f"{stat} over {n} sources"
+    return Headline(label, stat, values.rename_axis("step"), lower_is_better(stat))
 
 
 def breakdown(frame: pd.DataFrame, event: str, statistic: str) -> pd.DataFrame:

@@ -9,11 +9,12 @@ import pandas as pd
 import rundash_core as rd
 from conftest import open_page, snapshot
 from rundash_core.checkin import checkin_markdown, run_checkin
-from rundash_core.health import health, health_state
+from rundash_core.health import HEALTH_STATES, health, health_state
+from rundash_core.present import format_duration, md_code
 from test_health import T0, DT, noise, signals
 
 HEADER = re.compile(r"^## \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$")
-FIELDS = ("**Step**: ", "**Health**: ", "**Progress**: ", "**Stability**: ", "**Performance**: ", "**Notes**: ")
+FIELDS = ("**Run**: ", "**Step**: ", "**Health**: ", "**Progress**: ", "**Stability**: ", "**Performance**: ", "**Notes**: ")
 
 
 def fields(md: str) -> dict[str, str]:
@@ -31,12 +32,12 @@ def fields(md: str) -> dict[str, str]:
 
 def test_entry_is_filled_from_frames_and_findings():
     grad = noise(100, 1.0, 0.05)
-    grad[70] = 9.0
+    grad[99] = 9.0  # the newest step spiked while running: a current warning
     series = {"train/agg/effective/agent/reward/mean": ("orch", np.linspace(0.2, 0.6, 100)),
               "optim/grad_norm": grad, "entropy/all/mean": noise(100, 0.5, 0.01),
               "time/step": ("trainer", np.full(100, 10.0)), "time/wait_for_batch": ("trainer", np.full(100, 2.0))}
     now = T0 + 101 * DT
-    s = signals(series, status="running", max_steps=500, now=now)
+    s = signals(series, status="running", max_steps=500, now=now, finished=False)
     found = health(s)
     md = checkin_markdown(s, found, now=now)
     assert md.splitlines()[0] == "## " + pd.Timestamp(now, unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M UTC")
@@ -44,17 +45,27 @@ def test_entry_is_filled_from_frames_and_findings():
     assert f["Step"] == "100 / 500"
     assert f["Health"] == health_state(found) == "Degraded"
     assert "reward 0.6 (was 0.5192 at step 80)" in f["Progress"]
-    assert "grad_norm" in f["Stability"] and "⚠ grad norm spiked 1×" in f["Stability"]
+    assert "grad_norm 9 (was" in f["Stability"] and "⚠ grad norm spiked 1×" in f["Stability"]
+    assert "not yet recovered" in f["Stability"]
     assert "trainer step 10 s" in f["Performance"] and "trainer wait_for_batch 2 s" in f["Performance"]
     assert "360 steps/h" in f["Performance"]
     assert f["Notes"] == "nothing notable."
 
 
-def test_a_stalled_run_is_down_with_a_note():
+def test_a_spike_that_recovered_is_a_dated_note_not_a_warning():
+    grad = noise(100, 1.0, 0.05)
+    grad[40] = 9.0
+    s = signals({"optim/grad_norm": grad}, status="running", max_steps=500, now=T0 + 101 * DT, finished=False)
+    f = fields(checkin_markdown(s, health(s)))
+    assert f["Health"] == "Healthy" and "⚠" not in f["Stability"]
+    assert f["Notes"].startswith("grad norm spiked 1× (worst 9 at step 41") and "recovered by step 44" in f["Notes"]
+
+
+def test_a_stalled_run_is_stalled_with_a_note():
     s = signals({"optim/grad_norm": noise(50, 1.0)}, status="running", max_steps=100, now=T0 + 50 * DT + 3600)
     f = fields(checkin_markdown(s, health(s)))
-    assert f["Health"] == "Down"
-    assert f["Notes"].startswith("no new metric rows for 1h 00m")
+    assert f["Health"] == "Stalled"
+    assert f["Notes"].startswith("no new step for 1h 00m after step 50")
     assert f["Progress"] == "no progress metrics logged."
 
 
@@ -66,7 +77,10 @@ def test_every_demo_run_gets_an_entry_and_nothing_is_written(demo_runs):
         f = fields(run_checkin(run))
         ov = run.overview()
         assert f["Step"] == f"{ov.step} / {ov.max_steps if ov.max_steps is not None else '∞'}"
-        assert f["Health"] in ("Healthy", "Degraded", "Down")
+        # name, status and duration are the one summary's, as the run card shows them
+        name, status, duration = f["Run"].split(" · ")
+        assert (name, status, duration) == (md_code(ov.name), ov.status, format_duration(ov.duration_s))
+        assert f["Health"] in HEALTH_STATES
     assert snapshot(folder) == before  # rundash never writes into a run directory
 
 

@@ -12,7 +12,7 @@ import pytest
 import rundash_core as rd
 from rundash_core import cli
 from rundash_core.cli_status import STATUS_SCHEMA
-from rundash_core.health import AREAS, SEVERITIES, health_state
+from rundash_core.health import AREAS, HEALTH_STATES, SEVERITIES, health_state
 from test_checkin import fields
 
 FINDING_KEYS = {"severity", "area", "rule", "metric", "step_start", "step_end", "message", "evidence"}
@@ -31,7 +31,7 @@ def check_schema(data: dict, run) -> None:
     assert (card["run_id"], card["kind"], card["path"], card["step"], card["max_steps"]) == (
         run.run_id, run.kind, run.path, ov.step, ov.max_steps)
     assert card["status"] in ("running", "completed", "stopped", "unknown")
-    assert data["health"] in ("Healthy", "Degraded", "Down")
+    assert data["health"] in HEALTH_STATES
     for f in data["findings"]:
         assert set(f) == FINDING_KEYS and f["severity"] in SEVERITIES and f["area"] in AREAS
     assert data["health"] == health_state([rd.Finding(**f) for f in data["findings"]])

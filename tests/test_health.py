@@ -52,29 +52,80 @@ def noise(n: int, level: float, scale: float = 0.02, seed: int = 0) -> np.ndarra
 
 
 # Alive ---------------------------------------------------------------------------------------------
-def test_stalled_while_running_is_down_and_fresh_rows_are_not():
+def test_stalled_while_running_and_fresh_rows_are_not():
     values = noise(50, 1.0)
     last = T0 + 50 * DT
     stalled = signals({"optim/grad_norm": values}, status="running", now=last + 30 * 60, max_steps=100)
     found = rules(stalled)
     assert found["stalled"][0].severity == "critical" and found["stalled"][0].area == "alive"
     assert found["stalled"][0].evidence["seconds_since_last_row"] == pytest.approx(30 * 60)
-    assert health_state(health(stalled)) == "Down"
+    assert found["stalled"][0].message.startswith("no new step for 30m 00s after step 50")
+    assert health_state(health(stalled)) == "Stalled"
     fresh = signals({"optim/grad_norm": values}, status="running", now=last + 30, max_steps=100)
     assert "stalled" not in rules(fresh)
     assert health_state(health(fresh)) == "Healthy"
 
 
-def test_stopped_short_of_max_steps_is_down_and_a_completed_run_is_not():
+def _live(series: dict, *, dt: float, now: float, step: int | None, started: float | None = None,
+          updated: float | None = None, timed: bool = True) -> Signals:
+    """A running run whose metric rows are `dt` apart (`timed=False`: rows without times, as a
+    verl console log has), its overview's start / last logged time given."""
+    frame = tidy(series, dt=dt)
+    if not timed:
+        frame["time"] = np.nan
+    ts = lambda x: pd.Timestamp(x, unit="s", tz="UTC") if x is not None else None  # noqa: E731
+    ov = Overview(run_id="r", name="r", kind="verl", path="/r", status="running", step=step, max_steps=58,
+                  last_step=step, started=ts(started), updated=ts(updated))
+    return Signals(kind="verl", overview=ov, tidy=frame, now=now)
+
+
+def test_a_stall_is_several_of_the_runs_own_step_times():
+    # 20-minute steps: 45 minutes without a step is 2¼ steps, not a stall; 2 hours is 6 steps
+    slow = {"actor/grad_norm": noise(30, 1.0)}
+    last = T0 + 30 * 1200.0
+    assert "stalled" not in rules(_live(slow, dt=1200.0, now=last + 45 * 60, step=30))
+    f = rules(_live(slow, dt=1200.0, now=last + 2 * 3600, step=30))["stalled"][0]
+    assert f.evidence["typical_step_s"] == pytest.approx(1200.0) and f.evidence["limit_s"] == pytest.approx(6000.0)
+    # a console log without per-step times: its timing_s/step and its last logged time
+    untimed = {"actor/grad_norm": noise(30, 1.0), "timing_s/step": np.full(30, 600.0)}
+    quiet = _live(untimed, dt=600.0, now=T0 + 3 * 3600, step=30, updated=T0, timed=False)
+    f = rules(quiet)["stalled"][0]
+    assert f.evidence["typical_step_s"] == 600.0 and f.evidence["seconds_since_last_row"] == pytest.approx(3 * 3600)
+    assert health_state(health(quiet)) == "Stalled"
+    assert "stalled" not in rules(_live(untimed, dt=600.0, now=T0 + 1800, step=30, updated=T0, timed=False))
+
+
+def test_a_running_run_that_never_logged_a_step():
+    nothing: dict = {}
+    waiting = _live(nothing, dt=DT, now=T0 + 20 * 60, step=None, started=T0)
+    f = rules(waiting)["stalled"][0]
+    assert f.message.startswith("no step logged 20m 00s after the run started")
+    assert health_state(health(waiting)) == "Stalled"
+    assert health(_live(nothing, dt=DT, now=T0 + 60, step=None, started=T0)) == []  # just started
+
+
+def test_stopped_short_of_max_steps_or_before_any_step_is_down_and_a_completed_run_is_not():
     values = noise(50, 1.0)
     stopped = signals({"optim/grad_norm": values}, status="stopped", max_steps=200, finished=False)
     assert rules(stopped)["stopped"][0].message == "the run stopped at step 50 of 200"
     done = signals({"optim/grad_norm": values}, status="completed", max_steps=50)
     assert "stopped" not in rules(done)
+    ov = Overview(run_id="r", name="r", kind="verl", path="/r", status="stopped", step=None, max_steps=58)
+    never = Signals(kind="verl", overview=ov, tidy=tidy({}), now=T0)
+    assert [f.message for f in health(never)] == ["the run stopped before logging a step (step 0 of 58)"]
+    assert health_state(health(never)) == "Down"
+
+
+def test_a_stop_with_no_step_limit_is_stopped_not_healthy():
+    unknown = signals({"optim/grad_norm": noise(50, 1.0)}, status="stopped", finished=False)
+    unknown.overview.max_steps = None
+    f = rules(unknown)["stopped"][0]
+    assert f.severity == "info" and "may be done or cut short" in f.message
+    assert health_state(health(unknown)) == "Stopped"
 
 
 def test_step_rate_is_steps_per_hour():
-    from rundash_core.health_rules import step_rate
+    from rundash_core.health_alive import step_rate
 
     assert step_rate(signals({"optim/grad_norm": noise(50, 1.0)})) == pytest.approx(3600.0 / DT)
 
@@ -104,6 +155,40 @@ def test_grad_norm_spikes_by_robust_z(kind, key):
     assert (f.step_start, f.step_end) == (61, 151) and f.area == "stability"
     # a slow rise is not a spike, nor is noise
     assert "grad_norm_spike" not in rules(signals({key: np.linspace(1, 3, 200) + noise(200, 0, 0.05)}, kind=kind))
+
+
+def test_a_spike_that_recovered_is_a_dated_note_and_a_current_one_a_warning():
+    v = noise(100, 1.0, 0.05)
+    v[70] = 9.0
+    running = signals({"optim/grad_norm": v}, status="running", max_steps=500, finished=False)
+    note = rules(running)["grad_norm_spike"][0]
+    assert note.severity == "info" and note.evidence["recovered"] and note.step_end == 71
+    assert note.message.endswith("the last at step 71, recovered by step 74")
+    assert health_state(health(running)) == "Healthy"
+    v[99] = 9.0  # the newest step spiked: it may be the start of a divergence
+    now = rules(signals({"optim/grad_norm": v}, status="running", max_steps=500, finished=False))["grad_norm_spike"][0]
+    assert now.severity == "warning" and now.message.endswith("the last at step 100, not yet recovered")
+    assert health_state([now]) == "Degraded"
+    ended = rules(signals({"optim/grad_norm": v}))["grad_norm_spike"][0]  # completed: nothing can follow
+    assert ended.severity == "info" and ended.message.endswith("at the run's end")
+
+
+def test_entropy_that_settled_low_is_a_note_and_one_still_falling_a_warning():
+    settled = np.r_[np.linspace(1.0, 0.1, 30), noise(170, 0.1, 0.005)]
+    f = rules(signals({"actor/entropy": settled}, kind="verl"))
+    assert "entropy_collapse" not in f and f["entropy_low"][0].severity == "info"
+    assert 20 <= f["entropy_low"][0].evidence["low_since"] <= 40
+    falling = np.r_[noise(140, 0.1, 0.005), np.linspace(0.1, 0.01, 60)]
+    assert rules(signals({"actor/entropy": falling}, kind="verl"))["entropy_collapse"][0].severity == "warning"
+
+
+def test_values_rounded_by_the_log_spike_only_beyond_their_last_digit():
+    # a console log printing three decimals: a pg_loss of -0.002 among ±0.001 is two digits, not z 1e9
+    rounded = np.random.default_rng(1).choice([-0.001, 0.0, 0.0, 0.001], 100)
+    rounded[80] = -0.002
+    assert "loss_spike" not in rules(signals({"actor/pg_loss": rounded}, kind="verl"))
+    rounded[80] = -0.05
+    assert rules(signals({"actor/pg_loss": rounded}, kind="verl"))["loss_spike"][0].evidence["worst_step"] == 81
 
 
 @pytest.mark.parametrize("kind,key", [("prime-rl", "mismatch_kl/all/mean"), ("swe-lego-rl", "rollout_corr/kl")])
@@ -166,6 +251,17 @@ def test_val_score_drop_from_the_validation_frame_and_from_metrics():
     val[[9, 19, 29, 39]] = [0.3, 0.7, 0.6, 0.4]
     metrics = {**base, "val-core/gsm8k/acc/mean@1": val[~np.isnan(val)]}
     assert "val_drop" in rules(signals(metrics, kind="verl"))
+
+
+def test_val_drop_of_a_loss_is_a_rise():
+    def losses(values) -> pd.DataFrame:
+        return frames.typed([{"event": f"step {s}", "step": s, "source": "all", "statistic": "loss", "value": v,
+                              "n": None, "core": True} for s, v in zip((29, 58, 87), values)], frames.VALIDATION)
+
+    base = {"train/loss": noise(90, 0.5)}
+    f = rules(signals(base, kind="verl", validation=losses([0.5, 0.41, 0.47])))["val_drop"][0]
+    assert f.message == "eval loss 0.470 at step 87 is above its best 0.410 (step 58)"
+    assert "val_drop" not in rules(signals(base, kind="verl", validation=losses([0.5, 0.45, 0.41])))
 
 
 def test_response_length_drift_and_truncation():

@@ -139,7 +139,7 @@ def test_other_kinds(monkeypatch, demo_runs, kind, statistic):
     assert "CoT share of the val responses (fixed cohort)" not in _charts(at)
     last = list(val.events(v)["event"])[-1]
     table = _table(at, "change")
-    assert list(table["source"]) == list(val.breakdown(v, last, val.breakdown_statistic(v))["source"])
+    assert list(table["source"]) == list(val.breakdown(v, last, val.headline_statistic(v))["source"])
 
 
 def test_a_run_without_validation(monkeypatch, demo_runs):

@@ -175,7 +175,7 @@ def test_per_capability_pass_at_1_and_change():
         for cap, solved in per.items():
             assert mine.loc[cap, "value"] == pytest.approx(sum(solved) / len(solved)) and mine.loc[cap, "n"] == len(solved)
         assert not mine["core"].any()
-    assert val.breakdown_statistic(v) == "pass@1"
+    assert val.headline_statistic(v) == "pass@1"
     table = val.breakdown(v, "step_0131", "pass@1")
     before = caps[caps["event"] == "step_0066"].set_index("source")["value"]
     assert val.previous_event(v, "step_0131") == "step_0066"
