@@ -215,12 +215,14 @@ def pane_html(lines: pd.DataFrame, *, show_component: bool, height: int = PANE_H
 
 
 def append_lines(shown: pd.DataFrame, new: pd.DataFrame, *, keep: int) -> pd.DataFrame:
-    """Followed lines added to those shown (merged files interleave by time), the last `keep`."""
+    """Followed lines added to those shown (merged files interleave by time, each file in its own
+    order: by its clock, which a relayed older stamp does not turn back), the last `keep`."""
     if new.empty:
         return shown
     both = pd.concat([shown, new], ignore_index=True) if len(shown) else new.reset_index(drop=True)
     if both["time"].notna().all():
-        both = both.sort_values("time", kind="stable").reset_index(drop=True)
+        clock = both.groupby("path", sort=False)["time"].cummax()
+        both = both.iloc[clock.argsort(kind="stable")].reset_index(drop=True)
     return both.tail(keep).reset_index(drop=True)
 
 

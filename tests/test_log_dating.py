@@ -162,3 +162,15 @@ def test_the_log_lines_frame_says_which_times_are_estimated():
     assert str(frame["estimated"].dtype) == "boolean" and frame["estimated"].notna().all()
     assert frames.check(frames.empty(frames.LOG_LINES), frames.LOG_LINES) == []
     assert isinstance(frame["time"].iloc[-1], pd.Timestamp)
+
+
+def test_followed_lines_interleave_by_time_keeping_a_relayed_older_stamp_where_its_file_put_it():
+    run = open_run(LEGO_LOG)
+    paths = list(run.logs()["path"])
+    whole = run.read_log(paths)
+    console = whole["component"] == "console"
+    cut = int(whole.index[console & whole["text"].str.contains("test_gen_batch")][1])  # (after the relayed line)
+    shown, new = whole.iloc[:cut], whole.iloc[cut:]
+    followed = logview.append_lines(shown, new, keep=1000)
+    assert followed["offset"].tolist() == whole["offset"].tolist()
+    assert followed[followed["component"] == "console"]["offset"].is_monotonic_increasing
