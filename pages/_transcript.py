@@ -1,6 +1,7 @@
-"""The Transcript view of one episode: numbered collapsible messages, reasoning collapsed, tool calls
-paired with their results, search, expand/collapse all, and for plain strings with chat-template
-markup (Relax / verl prompts and responses) a highlighted view with noise masked.
+"""The Transcript view of one episode: numbered collapsible messages (short ones open), reasoning
+collapsed, each tool result shown once, under its call, search, expand/collapse all, and for plain
+strings with chat-template markup (Relax / verl prompts and responses) a highlighted view with noise
+masked.
 
 Run text goes through st.code (which has a copy button), `md_escape` / `md_code`, or
 `transcript_markup.to_html` (every character escaped) into st.html; never unsafe markdown."""
@@ -56,12 +57,13 @@ def transcript(episode: Episode) -> None:
             st.error(f"Invalid regex {_ui.md_code(text)}: {_ui.md_escape(error)}")
     if episode.error:
         st.error(f"**This episode failed:** {_ui.md_escape(episode.error[:500])}")
-    shown = tj.search_messages(messages, query)
+    hits = tj.search_messages(messages, query)
     if query:
-        st.caption(f"**{len(shown)}** of {len(messages)} messages match {_ui.md_code(query)}")
+        st.caption(f"**{len(hits)}** of {len(messages)} messages match {_ui.md_code(query)}")
     elif not messages:
         st.caption("This episode has no messages.")
-    for i in shown:
+    folded = tm.folded_results(messages)
+    for i in tm.transcript_entries(messages, hits if query else None):
         m = messages[i]
         label = f"{i + 1}. {m.role}" + (f" · {m.tokens} tokens" if m.tokens is not None else "")
         if m.tool_calls:
@@ -69,7 +71,8 @@ def transcript(episode: Episode) -> None:
         if m.tool_call_id and m.tool_call_id in calls:
             j, name = calls[m.tool_call_id]
             label += f" · result of {name} (#{j + 1})"
-        with st.expander(_ui.md_escape(label), expanded=expand_all or bool(query)):
+        opened = expand_all or bool(query) or tm.opens_expanded(messages, i, folded)
+        with st.expander(_ui.md_escape(label), expanded=opened):
             if m.reasoning:
                 with st.expander("Reasoning", expanded=expand_all):
                     _text_block(m.reasoning)

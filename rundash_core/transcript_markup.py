@@ -3,6 +3,9 @@ chat-template markup (`<|im_start|>user`, `<|im_end|>`, `[INST]`, ...), `<think>
 and tool responses, and noise masked by a user regex (default: multimodal pad tokens, whose runs
 collapse into `<|image_pad|>×576`). `to_html` renders the segments as escaped, coloured spans: every
 byte of run text goes through `html.escape`, so no markup from a model can become live HTML.
+
+Which messages a transcript shows as entries: a tool result once, under its call (not again as a
+message of its own); a short entry open, a long one collapsed.
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import html
 import re
 from dataclasses import dataclass
 
+from .frames import Message
 from .user_regex import UserPattern
 
 DEFAULT_MASK = r"<\|(?:image_pad|video_pad|imgpad|audio_comp_pad|audio_pad)\|>"
@@ -116,3 +120,48 @@ def to_html(parts: list[Segment]) -> str:
     return ('<div class="rd-markup" style="white-space:pre-wrap;word-break:break-word;'
             'font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:13px;line-height:1.45">'
             + "".join(body) + "</div>")
+
+
+# Transcript entries ----------------------------------------------------------------------------------
+OPEN_CHARS, OPEN_LINES = 600, 12  # a message this short opens expanded: nothing to scroll past
+
+
+def folded_results(messages: list[Message]) -> dict[int, int]:
+    """Tool results shown under their call instead of as their own message: result index → the
+    index of the message that made the call (a call's first answer only; a result whose call is not
+    in the transcript, or a second answer to one call, stays a message of its own)."""
+    made: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        for c in m.tool_calls:
+            if c.id and c.id not in made:
+                made[c.id] = i
+    out, answered = {}, set()
+    for i, m in enumerate(messages):
+        cid = m.tool_call_id
+        if cid and cid in made and cid not in answered and made[cid] != i:
+            out[i] = made[cid]
+            answered.add(cid)
+    return out
+
+
+def transcript_entries(messages: list[Message], matching: list[int] | None = None) -> list[int]:
+    """The messages the transcript shows as entries, in order: every message but the results shown
+    under their calls; `matching` (a search's hits): only the entries holding a hit (a hit in a
+    folded result shows its call's entry)."""
+    folded = folded_results(messages)
+    if matching is None:
+        return [i for i in range(len(messages)) if i not in folded]
+    return sorted({folded.get(i, i) for i in matching})
+
+
+def opens_expanded(messages: list[Message], index: int, folded: dict[int, int] | None = None) -> bool:
+    """Whether an entry opens expanded: what it shows (its text, its tool calls and the results
+    folded under them; reasoning has its own collapsed block) is at most OPEN_CHARS characters and
+    OPEN_LINES lines (`folded`: `folded_results(messages)`, when already known)."""
+    m = messages[index]
+    folded = folded_results(messages) if folded is None else folded
+    results = [messages[r].content or "" for r, call in folded.items() if call == index]
+    texts = [m.content or "", *(c.arguments or "" for c in m.tool_calls), *results]
+    chars = sum(len(t) for t in texts)
+    lines = sum(t.count("\n") + 1 for t in texts if t)
+    return chars <= OPEN_CHARS and lines <= OPEN_LINES

@@ -9,7 +9,7 @@ import pytest
 
 import rundash_core as rd
 from conftest import open_page
-from rundash_core import frames, trajectory as tj
+from rundash_core import frames, trajectory as tj, transcript_markup as tm
 from rundash_core.frames import Message, ToolCall
 
 PAGE = "pages/trajectory.py"
@@ -51,7 +51,8 @@ def test_deep_link_opens_the_episode(monkeypatch, demo_runs, kind):
     assert reward == [f"{ep.reward:.4g}"]
     assert sid in codes  # the id is copyable
     labels = [e.label for e in at.expander]
-    assert sum(1 for label in labels if label.split(" ")[0].rstrip(".\\").isdigit()) == len(ep.messages)
+    entries = tm.transcript_entries(ep.messages)  # (a tool result is shown under its call)
+    assert sum(1 for label in labels if label.split(" ")[0].rstrip(".\\").isdigit()) == len(entries)
     # the table is still there, unfiltered
     assert len(_table(at)) == len(samples)
     assert "locator" in _table(at).columns  # (hidden through column_config, not dropped)
@@ -97,13 +98,13 @@ def test_transcript_search_filters_messages(monkeypatch, demo_runs):
     ep = run.episode(sid)
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid})
     n_all = len([e for e in at.expander if e.label[:1].isdigit()])
-    assert n_all == len(ep.messages) > 2
+    assert n_all == len(tm.transcript_entries(ep.messages)) > 2
     word = "separable"
     want = [i for i, m in enumerate(ep.messages) if word in tj.message_text(m).lower()]
     assert 0 < len(want) < len(ep.messages)
     at.text_input(key="tr_search").input(word.upper()).run()
     shown = [e.label for e in at.expander if e.label[:1].isdigit()]
-    assert [int(label.split(".")[0].rstrip("\\")) - 1 for label in shown] == want
+    assert [int(label.split(".")[0].rstrip("\\")) - 1 for label in shown] == tm.transcript_entries(ep.messages, want)
     assert any(f"**{len(want)}** of {len(ep.messages)} messages" in c.value for c in at.caption)
 
 
