@@ -112,6 +112,42 @@ def test_the_runs_list_shows_every_run_and_enter_opens_its_card(demo_runs):
     run_app(RundashApp([str(folder)]), script)
 
 
+def test_keys_switch_the_tabs_and_the_footer_names_them(demo_runs):
+    folder, runs = demo_runs
+    order = ["overview", "metrics", "samples", "logs"]
+
+    def active(app) -> str:
+        return app.screen.query_one("#run-tabs").active.removeprefix("tab-")
+
+    async def script(app, pilot):
+        footer = on_screen(app).splitlines()[-1]
+        assert "] Next tab" in footer and "[ Prev tab" in footer and "1-4 Tab" in footer, footer
+        for expected in order[1:] + order[:1]:  # `]` goes round, back to the card
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+            await pilot.pause()
+            assert active(app) == expected
+        await pilot.press("left_square_bracket")
+        await pilot.pause()
+        assert active(app) == "logs"
+        for key, expected in zip("2314", ["metrics", "samples", "overview", "logs"]):
+            await pilot.press(key)
+            await pilot.pause()
+            await pilot.pause()
+            assert active(app) == expected
+        await pilot.press("2")  # a tab opened again has the keys: j moves its table, not a hidden one
+        await pilot.pause()
+        table = app.screen.query_one("#metrics-table", DataTable)
+        assert app.screen.focused is table
+        await pilot.press("j")
+        assert table.cursor_row == 1
+        await pilot.press("slash", "3")  # typed into the search box: text, not a tab switch
+        await pilot.pause()
+        assert active(app) == "metrics" and app.screen.query_one("#metrics-search").value == "3"
+
+    run_app(RundashApp([runs.path[0]]), script)
+
+
 # Metrics -------------------------------------------------------------------------------------------
 def test_metrics_show_each_sections_keys_with_trend_last_value_and_a_plot(demo_runs):
     folder, runs = demo_runs

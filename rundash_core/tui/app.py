@@ -137,9 +137,12 @@ class RunsScreen(Screen):
 
 
 class RunScreen(Screen):
-    """One run: Overview (the card), Metrics, Samples, Logs; escape goes back to the runs list."""
+    """One run: Overview (the card), Metrics, Samples, Logs (`]`/`[` or 1-4 switch between them);
+    escape goes back to the runs list."""
 
-    BINDINGS = [Binding("escape", "back", "Runs"), Binding("/", "search", "Search"), Binding("r", "reload", "Refresh")]
+    BINDINGS = [Binding("escape", "back", "Runs"), Binding("/", "search", "Search"), Binding("r", "reload", "Refresh"),
+                Binding("]", "next_tab(1)", "Next tab"), Binding("[", "next_tab(-1)", "Prev tab"),
+                *(Binding(str(i + 1), f"open_tab({i})", "Tab", key_display="1-4", show=i == 0) for i in range(len(TABS)))]
 
     def __init__(self, run, *, mask: UserPattern | None):
         super().__init__()
@@ -188,9 +191,25 @@ class RunScreen(Screen):
         key = event.pane.id.removeprefix("tab-")
         if key not in self.filled and key != "overview":
             self.filled.add(key)
-            event.pane.mount(self.make_pane(key))
-        elif self.status == "running":  # a tab opened again catches up with the run
+            event.pane.mount(self.make_pane(key))  # focuses its main widget once mounted
+            return
+        if self.status == "running":  # a tab opened again catches up with the run
             self.follow_open_tab()
+        pane = self.active_pane()
+        if pane is not None:  # keys go to the tab on screen, not to one left behind
+            pane.focus_main()
+        elif key == "overview":
+            self.query_one("#card-scroll").focus()
+
+    def action_next_tab(self, delta: int) -> None:
+        """`]` / `[`: the next / previous tab, round the end."""
+        ids = [f"tab-{key}" for key, _title in TABS]
+        tabs = self.query_one("#run-tabs", TabbedContent)
+        tabs.active = ids[(ids.index(tabs.active) + delta) % len(ids)]
+
+    def action_open_tab(self, index: int) -> None:
+        """`1`-`4`: Overview, Metrics, Samples, Logs."""
+        self.query_one("#run-tabs", TabbedContent).active = f"tab-{TABS[index][0]}"
 
     def make_pane(self, key: str):
         if key == "metrics":
