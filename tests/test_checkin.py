@@ -123,3 +123,26 @@ def test_health_page_re_checks_a_running_run_only(monkeypatch, demo_runs):
         at = open_page(monkeypatch, folder, "pages/health.py", {"run": run_id})
         caption = next(c.value for c in at.caption if c.value.startswith("Rule-based checks"))
         assert "As of " in caption and ("re-checked every 30 s while the run is running" in caption) == live, status
+
+
+def _prime_eval(avg: list[float], pass1: list[float], pass2: list[float]):
+    from rundash_core import frames
+
+    rows = [{"event": f"step {s}", "step": s, "source": "gsm8k", "statistic": stat, "value": v, "n": None,
+             "core": True} for stat, values in (("avg@2", avg), ("pass@1", pass1), ("pass@2", pass2))
+            for s, v in zip((0, 10, 20), values)]
+    return frames.typed(rows, frames.VALIDATION)
+
+
+def test_eval_is_the_validation_headline_statistic_and_val_drop_reads_it():
+    from rundash_core import validation as val
+    from rundash_core.checkin import eval_text
+
+    frame = _prime_eval([0.5, 0.833333, 0.75], [0.5, 0.833333, 0.75], [0.75, 1.0, 1.0])
+    s = signals({"optim/grad_norm": noise(20, 1.0)}, validation=frame)
+    assert val.headline_statistic(frame) == "avg@2"
+    assert eval_text(s) == ["eval avg@2 0.750 at step 20 (best 0.833 at step 10)"]
+    # avg@2 fell 0.833 → 0.700 (beyond 10% of its best) while pass@2 held at 1.0: the drop is avg@2's
+    dropped = _prime_eval([0.5, 0.833333, 0.7], [0.5, 0.833333, 0.7], [0.75, 1.0, 1.0])
+    f = next(f for f in health(signals({"optim/grad_norm": noise(20, 1.0)}, validation=dropped)) if f.rule == "val_drop")
+    assert f.metric == "avg@2" and f.message == "eval avg@2 0.700 at step 20 is below its best 0.833 (step 10)"
