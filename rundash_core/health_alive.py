@@ -44,10 +44,13 @@ def _stall(s: Signals, t: Thresholds) -> list[Finding]:
     if ov.step is None:
         started = ov.started if ov.started is not None else ov.created
         if started is None:
-            return []
+            return [Finding("info", "alive", "no_step_yet", None, None, None,
+                            "no step logged yet (no time logged either, so rundash cannot tell for how long)", evidence)]
         waited = s.now - started.timestamp()
         if waited <= limit:
-            return []
+            return [Finding("info", "alive", "no_step_yet", None, None, None,
+                            f"no step logged yet, {format_duration(waited)} after the run started (stalled after "
+                            f"{format_duration(limit)})", {**evidence, "seconds_since_start": waited})]
         return [Finding("critical", "alive", "stalled", None, None, None,
                         f"no step logged {format_duration(waited)} after the run started while its files are "
                         f"still written (limit {format_duration(limit)})", {**evidence, "seconds_since_start": waited})]

@@ -101,7 +101,10 @@ def test_a_running_run_that_never_logged_a_step():
     f = rules(waiting)["stalled"][0]
     assert f.message.startswith("no step logged 20m 00s after the run started")
     assert health_state(health(waiting)) == "Stalled"
-    assert health(_live(nothing, dt=DT, now=T0 + 60, step=None, started=T0)) == []  # just started
+    starting = health(_live(nothing, dt=DT, now=T0 + 60, step=None, started=T0))  # just started: a note
+    assert [(f.rule, f.severity) for f in starting] == [("no_step_yet", "info")]
+    assert starting[0].message == "no step logged yet, 1m 00s after the run started (stalled after 5m 00s)"
+    assert health_state(starting) == "Healthy"
 
 
 def test_stopped_short_of_max_steps_or_before_any_step_is_down_and_a_completed_run_is_not():
