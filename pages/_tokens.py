@@ -17,9 +17,10 @@ NOTES_SHOWN = 20
 def _tokenizer_caption(lookup) -> str:
     if lookup.tokenizer is not None:
         return f"Token text from {_ui.md_code(lookup.path)} ({_ui.md_escape(lookup.origin)})."
-    looked = "; ".join(_ui.md_escape(x) for x in lookup.looked)
-    return (f"No tokenizer.json found, so tokens show as their ids. Looked in: {looked}. "
-            "Set `RUNDASH_TOKENIZER` to a tokenizer.json (rundash never downloads one).")
+    looked = "\n".join(f"- {_ui.md_escape(x)}" for x in lookup.looked)
+    return (f"No tokenizer.json found for this run's model, so tokens show as their ids. Looked in:\n\n{looked}\n\n"
+            "Put the model's tokenizer.json in one of these places, or set `RUNDASH_TOKENIZER` to a tokenizer.json "
+            "(or a folder holding one). rundash never downloads one.")
 
 
 def _notes(notes: list[str]) -> None:

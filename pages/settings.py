@@ -5,7 +5,7 @@ from pathlib import Path
 import streamlit as st
 
 from pages import _ui
-from rundash_core import cache, settings
+from rundash_core import cache, settings, tokenizer_files
 from rundash_core.present import md_code
 
 _ui.ensure_app_ran()
@@ -46,7 +46,9 @@ st.caption(f"Cache folder (imports, demo): {md_code(str(settings.cache_dir()))}"
 
 st.markdown("#### Tokenizer")
 tokenizer = settings.tokenizer_path()
-st.markdown(md_code(tokenizer) if tokenizer else "`RUNDASH_TOKENIZER` is not set (the run's model name is looked up).")
+st.markdown(md_code(tokenizer) if tokenizer else
+            "`RUNDASH_TOKENIZER` is not set: the token views look for the run's `tokenizer.json` in its model folder "
+            f"(named in its config) and in the Hugging Face cache ({md_code(tokenizer_files.hf_hub_dir())}).")
 
 st.markdown("#### AI endpoint")
 ai = settings.ai_endpoint()

@@ -1,12 +1,15 @@
 """Where a run's `tokenizer.json` is, and loading it: local files only, never a network fetch.
 
 Looked for, in order: `RUNDASH_TOKENIZER` (a tokenizer.json, or a folder holding one: the
-operator's choice wins), the model folder when the model named in the run is a local folder under
-the allowed roots, then the Hugging Face cache (`$HF_HUB_CACHE`, `$HF_HOME/hub` or
-`~/.cache/huggingface/hub`: `models--<org>--<name>/snapshots/*/tokenizer.json`). The setting and
-the cache are the operator's own folders, so they are read even outside the allowed roots; a model
-folder named by a run's config is read only inside them. Loaded tokenizers are kept in a small LRU
-keyed by path, size and mtime, so an edited file is loaded again.
+operator's choice wins), then per model name of the run (`model_names`: the trace's, the
+config's, the run card's): a local model folder's `tokenizer.json` (a folder under the allowed
+roots, or inside the Hugging Face cache; a snapshot path also names its repo), and the Hugging Face
+cache (`$HF_HUB_CACHE`, `$HF_HOME/hub` or `~/.cache/huggingface/hub`:
+`models--<org>--<name>/snapshots/*/tokenizer.json`; a name without an org: any org's). The setting
+and the cache are the operator's own folders, so they are read even outside the allowed roots; a
+model folder named by a run's config is read only inside them, and only its `tokenizer.json`
+(never another file a run names). Loaded tokenizers are kept in a small LRU keyed by path, size and
+mtime, so an edited file is loaded again.
 """
 from __future__ import annotations
 
@@ -22,10 +25,12 @@ from tokenizers import Tokenizer
 
 from . import settings
 from .io import files
+from .io.configs import dig
 
 FILE_NAME = "tokenizer.json"
 MAX_BYTES = 256 << 20  # the largest tokenizer.json rundash loads (real ones are 2-35 MB)
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # 'org/name' or 'name'
+_SNAPSHOT = re.compile(r"(?:^|/)models--([A-Za-z0-9][\w.-]*?)--([A-Za-z0-9][\w.-]*)(?:/|$)")  # a hub cache path
 
 
 @dataclass
@@ -57,11 +62,29 @@ def _regular(path: str) -> bool:
         return False
 
 
-def hf_cached_file(hub: str, repo_id: str) -> str | None:
-    """`tokenizer.json` of a cached repo: the snapshot `refs/main` names first, else the newest."""
+def hf_repo_dirs(hub: str, repo_id: str) -> list[str]:
+    """The cache folders of a repo id: `models--<org>--<name>`; for a bare name (a local folder's
+    name, e.g. `Qwen3-8B`), `models--<name>` and every org's `models--*--<name>`."""
     if not _REPO_ID.fullmatch(repo_id) or ".." in repo_id:
-        return None
-    repo = os.path.join(hub, "models--" + repo_id.replace("/", "--"))
+        return []
+    if "/" in repo_id:
+        return [os.path.join(hub, "models--" + repo_id.replace("/", "--"))]
+    return [os.path.join(hub, "models--" + repo_id),
+            *sorted(glob.glob(os.path.join(glob.escape(hub), f"models--*--{glob.escape(repo_id)}")))]
+
+
+def hf_where(hub: str, repo_id: str) -> str:
+    """Where `hf_cached_file` looks, as the page names it."""
+    return os.path.join(hub, "models--" + (repo_id.replace("/", "--") if "/" in repo_id else f"*--{repo_id}"))
+
+
+def hf_cached_file(hub: str, repo_id: str) -> str | None:
+    """`tokenizer.json` of a cached repo (`hf_repo_dirs`): the snapshot `refs/main` names first,
+    else the newest."""
+    return next((p for repo in hf_repo_dirs(hub, repo_id) if (p := _snapshot_file(repo)) is not None), None)
+
+
+def _snapshot_file(repo: str) -> str | None:
     candidates = []
     try:
         with open(os.path.join(repo, "refs", "main"), "rb") as fh:
@@ -124,15 +147,61 @@ def _candidates(model_names: list[str], environ: dict | None) -> list[tuple[str,
     for name in model_names:
         local = os.path.expanduser(name)
         if os.path.isabs(local):
-            path = os.path.join(local, FILE_NAME)
-            if not files.inside_roots(local):
-                out.append(("model folder", f"{local} ({files.OUTSIDE_ROOTS})", None, True))
+            out.append(_model_folder(local, hub))
+            if (m := _SNAPSHOT.search(local)) is not None:  # a cache path elsewhere: its repo in this cache
+                name = f"{m.group(1)}/{m.group(2)}"
             else:
-                out.append(("model folder", local, path if files.file_id(path) else None, True))
-        elif _REPO_ID.fullmatch(name):
-            out.append(("Hugging Face cache", os.path.join(hub, "models--" + name.replace("/", "--")),
-                        hf_cached_file(hub, name), False))
-    return out
+                continue
+        if _REPO_ID.fullmatch(name):
+            out.append(("Hugging Face cache", hf_where(hub, name), hf_cached_file(hub, name), False))
+    return list(dict.fromkeys(out))
+
+
+def _model_folder(local: str, hub: str) -> tuple[str, str, str | None, bool]:
+    """A run's local model folder: its tokenizer.json when the folder is under the allowed roots
+    (read through them), or inside the Hugging Face cache (the operator's own folder)."""
+    path = os.path.join(local, FILE_NAME)
+    if files.inside_roots(local):
+        return "model folder", local, path if files.file_id(path) else None, True
+    try:
+        real, cache = os.path.realpath(local), os.path.realpath(hub)
+    except (OSError, ValueError):
+        real, cache = "", None
+    if cache and real.startswith(cache.rstrip(os.sep) + os.sep):
+        return "model folder", local, path if _regular(path) else None, False
+    return "model folder", f"{local} ({files.OUTSIDE_ROOTS})", None, True
+
+
+# where a run's config names its policy's tokenizer or model (a local folder or a hub id), first wins:
+# prime-rl's per-component `model.name` / `tokenizer.name`, verl's actor model (and SFT's `partial_pretrain`)
+CONFIG_MODEL_KEYS = (
+    ("orchestrator", "tokenizer", "name"), ("trainer", "tokenizer", "name"), ("tokenizer", "name"),
+    ("actor_rollout_ref", "model", "tokenizer_path"), ("actor_rollout_ref", "model", "path"),
+    ("orchestrator", "model", "name"), ("trainer", "model", "name"), ("inference", "model", "name"),
+    ("model", "name"), ("model", "partial_pretrain"), ("model", "path"),
+)
+
+
+def model_names(run, episode) -> list[str]:
+    """The tokenizer names to look for: the trace's renderer model, its agent's model, the run
+    config's tokenizer / model (`CONFIG_MODEL_KEYS`: a local folder stays a path), the run card's model."""
+    names = []
+    for trace in (episode.raw or {}).get("traces", []) if isinstance(episode.raw, dict) else []:
+        agent = trace.get("agent") if isinstance(trace, dict) else None
+        config = agent.get("config") if isinstance(agent, dict) else None
+        if isinstance(config, dict):
+            client = config.get("client") if isinstance(config.get("client"), dict) else {}
+            names += [client.get("renderer_model_name"), config.get("model")]
+    try:
+        config = run.config()
+    except Exception:  # noqa: BLE001 (an unreadable config: the other names)
+        config = {}
+    names += [dig(config, *keys) for keys in CONFIG_MODEL_KEYS]
+    try:
+        names.append(run.overview().model)
+    except Exception:  # noqa: BLE001 (a run that cannot summarise itself still shows its tokens)
+        pass
+    return list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
 
 
 def find_tokenizer(model_names: list[str], *, environ: dict | None = None) -> TokenizerLookup:

@@ -18,7 +18,7 @@ import pandas as pd
 from tokenizers import Tokenizer, decoders
 
 from . import frames
-from .tokenizer_files import TokenizerLookup, find_tokenizer
+from .tokenizer_files import TokenizerLookup, find_tokenizer, model_names
 
 DEFAULT_IPO_EPS = 0.1  # spec 8.2: `loss.eps` when `loss.type == "ipo"`, else 0.1
 SPAN_LIMIT = 4000      # token spans drawn at once (the page pages through longer episodes)
@@ -334,22 +334,6 @@ class TokenView:
     notes: list[str] = field(default_factory=list)     # length mismatches between streams
     lookup: TokenizerLookup = field(default_factory=TokenizerLookup)
     eps: float = DEFAULT_IPO_EPS
-
-
-def model_names(run, episode) -> list[str]:
-    """The tokenizer names to look for: the trace's renderer model, its agent's model, the run's model."""
-    names = []
-    for trace in (episode.raw or {}).get("traces", []) if isinstance(episode.raw, dict) else []:
-        agent = trace.get("agent") if isinstance(trace, dict) else None
-        config = agent.get("config") if isinstance(agent, dict) else None
-        if isinstance(config, dict):
-            client = config.get("client") if isinstance(config.get("client"), dict) else {}
-            names += [client.get("renderer_model_name"), config.get("model")]
-    try:
-        names.append(run.overview().model)
-    except Exception:  # noqa: BLE001 (a run that cannot summarise itself still shows its tokens)
-        pass
-    return list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
 
 
 def episode_token_view(run, episode, *, environ: dict | None = None) -> TokenView:
