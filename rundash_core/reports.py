@@ -287,10 +287,11 @@ def _inside_link(text: str, at: int) -> bool:
 
 
 def episode_ids(samples: pd.DataFrame) -> set[str]:
-    """The sample ids a report may cite: long enough, and with a digit and a non-digit, not to
-    match ordinary words or numbers (`answer`, `100000`)."""
-    return {s for s in samples["sample_id"].dropna().astype(str)
-            if len(s) >= 6 and any(c.isdigit() for c in s) and not s.isdigit()}
+    """The sample ids a report may cite (a `sample_id`, or the writer's `episode_id`: `episode()`
+    opens either): long enough, and with a digit and a non-digit, not to match ordinary words or
+    numbers (`answer`, `100000`)."""
+    cited = [samples[c].dropna().astype(str) for c in ("sample_id", "episode_id") if c in samples.columns]
+    return {s for ids in cited for s in ids if len(s) >= 6 and any(c.isdigit() for c in s) and not s.isdigit()}
 
 
 class WithReports:

@@ -128,3 +128,16 @@ def test_deep_links_carry_the_writer_id_and_old_links_open(monkeypatch):
     old = open_page(monkeypatch, TRACES_RUN.parent, PAGE, {"run": run_id, "sample": row["sample_id"]})  # a short-form link
     assert any(f"### Sample `{row['sample_id']}`" in m.value for m in old.markdown)
     assert not any("has no sample" in w.value for w in old.warning)
+
+
+def test_a_report_citing_the_writer_id_links_to_the_episode():
+    from rundash_core import reports
+
+    run = rd.open_run(TRACES_RUN)
+    samples = run.samples()
+    full, short = samples["episode_id"].iloc[3], samples["sample_id"].iloc[3]
+    cited = reports.episode_ids(samples)
+    assert {full, short} <= cited
+    body = reports.safe_markdown(f"Episode {full} looped; see also {short}.", run_id=run.run_id, sample_ids=cited)
+    assert f"[{full}](" in body and f"sample={full}" in body and f"[{short}](" in body
+    assert run.episode(full).sample_id == short  # the link opens it
