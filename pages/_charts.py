@@ -129,3 +129,13 @@ def colors_for(labels: list[str]) -> dict[str, tuple[str, str]]:
     """One stable (colour, dash) per run: its position in the selection (past the palette's
     colours, the same colours dashed)."""
     return {label: figures.style_of(i) for i, label in enumerate(labels)}
+
+
+CHAR_PX, CELL_PAD_PX = 7.5, 28  # st.dataframe's 14 px sans-serif, per character and per cell
+
+
+def text_width(texts, *, least: int = 80, most: int = 1200) -> int:
+    """A st.dataframe column width (px) that shows the longest of `texts` whole, within [least, most]:
+    config keys and health messages are read in full, not cut at a fixed width."""
+    longest = max((len(str(t)) for t in texts), default=0)
+    return int(min(max(longest * CHAR_PX + CELL_PAD_PX, least), most))

@@ -1,4 +1,6 @@
 """Compare: several runs of any kinds on canonical metrics, a summary, a config diff, groups."""
+import dataclasses
+
 import streamlit as st
 
 from pages import _charts, _ui
@@ -6,10 +8,10 @@ from rundash_core import streamlit_cache as sc
 from rundash_core.charts.aliases import alias_table
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, run_series_frame
 from rundash_core.compare import (config_diff, default_runs, group_band, group_labels, missing_configs,
-                                  read_config, summary)
+                                  read_config, runs_summary, summary)
 from rundash_core.present import ABSENT, md_code, md_escape, short_labels, shortened, table_height
 
-ALIGN = {"step": "step", "time": "relative wall time"}
+ALIGN = {"step": "step", "time": "relative wall time", "fraction": "fraction of run"}
 NAME_WIDTH = 30  # run names in table cells and headers; longer ones are shortened in the middle
 VALUE_WIDTH = 60  # config values in the diff
 
@@ -42,6 +44,13 @@ def pick_runs(runs) -> list[str]:
 def overlays(indexes, metrics, align, opts, colors) -> None:
     charts = [compare_chart(m, indexes, m, align, opts, colors) for m in metrics]
     _charts.chart_grid(charts, key="cmp")
+
+
+def runs_block(selected, labels: dict[str, str]) -> None:
+    """Each run's one summary (`Run.overview()`: the card's step, status, duration, times)."""
+    table = _ui.read_or_stop(lambda: runs_summary({labels.get(r, r): run.overview() for r, run in selected.items()}),
+                             "the selected runs' summaries")
+    st.dataframe(table, hide_index=True, width="stretch", placeholder=ABSENT, height=table_height(len(table)))
 
 
 def summary_block(frames, metrics, labels: dict[str, str]) -> None:
@@ -83,7 +92,8 @@ def config_block(configs, labels: dict[str, str]) -> str | None:
         st.caption("The readable configs are identical." if only else "These configs have no keys.")
     else:
         shown = shortened(diff, {run: VALUE_WIDTH for run in diff.columns})
-        columns = {"_index": st.column_config.TextColumn("key", pinned=True)}
+        columns = {"_index": st.column_config.TextColumn("key", pinned=True, width=_charts.text_width(diff.index, most=640),
+                                                         help="The dotted config key, whole.")}
         for run in diff.columns:
             columns[run] = st.column_config.TextColumn(
                 labels.get(run, run), help=f"{md_escape(run)} · values longer than {VALUE_WIDTH} characters are "
@@ -125,23 +135,32 @@ if len(chosen) < 2:
 
 c1, c2 = st.columns([1, 2.6])
 align = _charts.url_widget(c1.segmented_control, "Align on", list(ALIGN), key="align", default="step",
-                           format_func=ALIGN.get, required=True)
+                           format_func=ALIGN.get, required=True,
+                           help="Fraction of run: each run's steps over its own last step, so runs of 15 and "
+                                "1,120 steps both span the chart.")
+log_x = _charts.url_widget(c1.toggle, "Log x", key="logx", help="A log x axis (step 0 is not drawn on it).")
 with c2:
-    opts = _charts.chart_options()
+    opts = dataclasses.replace(_charts.chart_options(), log_x=log_x)
 rows = runs.set_index("run_id").loc[chosen]
 selected = {rid: sc.get_run(row["path"], rid) for rid, row in rows.iterrows()}
 with st.spinner("Reading the runs' metrics…"):
     indexes, frames = _ui.read_or_stop(lambda: compare_indexes(selected), "the selected runs' metrics")
 untimed = [label for label, ix in indexes.items() if ix.t0 is None]
+estimated = [label for label, ix in indexes.items() if ix.time_estimated]
 if align == "time" and untimed:
-    st.caption("No timestamps in " + ", ".join(f"{md_code(r)}" for r in untimed)
-               + " (verl console logs): these runs show only when aligned on step.")
+    st.caption("No timestamps and no step durations in " + ", ".join(f"{md_code(r)}" for r in untimed)
+               + ": these runs show only when aligned on step.")
+if align == "time" and estimated:
+    st.caption("Estimated wall time for " + ", ".join(f"{md_code(r)}" for r in estimated)
+               + ": their rows carry no timestamps, so each step is placed at the sum of the logged step "
+                 "durations (`timing_s/step`) up to it (start-up and time outside the step timer not counted).")
 available = [m for m in alias_table()["alias"].drop_duplicates() if any(m in ix.metrics for ix in indexes.values())]
 metrics = _charts.url_widget(st.multiselect, "Metrics", available, key="metrics", default=available)
 colors = _charts.colors_for(chosen)
 labels = dict(zip(chosen, short_labels(chosen, NAME_WIDTH)))
 st.caption(" · ".join(f"{md_code(r)} ({md_escape(selected[r].kind)})" for r in chosen))
 overlays(indexes, metrics, align, opts, colors)
+runs_block(selected, labels)
 summary_block(frames, metrics, labels)
 configs = {rid: read_config(run) for rid, run in selected.items()}  # run.config(): secrets already hidden
 group_key = config_block(configs, labels)

@@ -161,14 +161,16 @@ def test_summary_says_only_what_it_knows(monkeypatch, demo_runs, tables):
         assert not cells.isin(["None", "nan", "NaN", "<NA>"]).any().any()
 
 
-def test_time_alignment_names_the_runs_without_timestamps(monkeypatch, demo_runs):
+def test_time_alignment_names_the_runs_whose_time_is_estimated(monkeypatch, demo_runs):
     folder, runs = demo_runs
     verl = runs[runs["kind"] == "verl"].iloc[0]["run_id"]
     prime = runs[runs["kind"] == "prime-rl"].iloc[0]["run_id"]
     at = compare_page(monkeypatch, folder, [prime, verl], align="time", metrics=["reward"])
-    assert any("No timestamps" in c.value and md_code(verl) in c.value for c in at.caption)
+    assert any(c.value.startswith("Estimated wall time") and md_code(verl) in c.value
+               and md_code(prime) not in c.value for c in at.caption)
+    assert not any("No timestamps" in c.value for c in at.caption)
     reward = lines(charts(at)["reward"])
-    assert list(reward) == [prime]  # the verl run cannot be placed on a time axis
+    assert list(reward) == [prime, verl]  # the verl run is placed by its step durations, not dropped
     assert charts(at)["reward"]["layout"]["xaxis"]["title"]["text"].startswith("time since start")
 
 

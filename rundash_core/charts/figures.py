@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 
 from .axes import log_safe, outlier_range, time_unit
 from .downsample import MAX_POINTS, minmax_downsample
-from .series import X_STEP, X_TIME, Series
+from .gaps import STEP_GAP, TIME_GAP, between, break_before, with_breaks
+from .series import X_FRACTION, X_STEP, X_TIME, Series
 from .smoothing import smooth
 
 PALETTE = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948", "#FF9DA7",
@@ -45,6 +46,7 @@ class ChartOptions:
     smoothing: str = "none"
     amount: float = 0.0
     log_y: bool = False
+    log_x: bool = False  # Compare: runs of 15 and 1,120 steps side by side
     clip_outliers: bool = False
     max_points: int = MAX_POINTS
     resumes: tuple[int, ...] = ()  # steps where the run resumed: dotted vertical markers on step axes
@@ -171,31 +173,72 @@ def _rgba(hex_color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
+def _breaks(s: Series) -> np.ndarray:
+    """Where this series' line breaks (`gaps.break_before`): missing steps on step-keyed axes (step,
+    fraction of run, a metric), long pauses and re-logged steps on a time axis."""
+    if s.x_kind == X_TIME:
+        return break_before(s.x, factor=TIME_GAP, step=s.step)
+    if s.step is None or (len(s.step) > 1 and (np.diff(s.step) < 0).any()):
+        return np.empty(0, dtype=np.intp)  # a metric x axis whose steps are not in x order: no stride
+    return break_before(s.step, factor=STEP_GAP)
+
+
+def _band(common: dict, name: str, color: str, x, lo, hi, at) -> list[dict]:
+    """The bucket min–max band: two traces filled between (`tonexty`), or, when the line breaks,
+    one polygon per segment (`toself` closes each segment on its own; plotly's `tonexty` would
+    fill across a gap)."""
+    if not len(at):
+        return [{**common, "x": x, "y": hi, "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip",
+                 "name": f"{name} max"},
+                {**common, "x": x, "y": lo, "line": {"width": 0}, "fill": "tonexty", "showlegend": False,
+                 "fillcolor": _rgba(color, 0.22), "hoverinfo": "skip", "name": f"{name} min"}]
+    bx, by = [], []
+    for seg in np.split(np.arange(len(x)), at):
+        bx += [x[seg], x[seg][::-1], [np.nan]]
+        by += [hi[seg], lo[seg][::-1], [np.nan]]
+    return [{**common, "x": np.concatenate(bx), "y": np.concatenate(by), "line": {"width": 0}, "fill": "toself",
+             "showlegend": False, "fillcolor": _rgba(color, 0.22), "hoverinfo": "skip", "name": f"{name} max"}]
+
+
 def _traces(s: Series, name: str, style: tuple[str, str], opts: ChartOptions, xscale: float) -> tuple[list[dict], int]:
     color, dash = style
     y = log_safe(s.y) if opts.log_y else s.y
     line = smooth(s.x, y, opts.smoothing, opts.amount) if opts.smoothing != "none" else y
     d = minmax_downsample(s.x, y, max_points=opts.max_points, y_line=line)
+    raw_breaks = _breaks(s)
+    at = between(d.x, s.x, raw_breaks) if d.bucketed else raw_breaks
     x = d.x / xscale
     label, name = plotly_text(s.label), plotly_text(name)
-    common = {"type": "scatter", "mode": "lines", "legendgroup": label, "x": x}
+    common = {"type": "scatter", "mode": "lines", "legendgroup": label, "connectgaps": False}
     traces: list[dict] = []
     if d.bucketed:  # the band keeps every bucket's extremes: spikes stay visible
-        traces.append({**common, "y": d.y_max, "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip",
-                       "name": f"{name} max"})
-        traces.append({**common, "y": d.y_min, "line": {"width": 0}, "fill": "tonexty", "showlegend": False,
-                       "fillcolor": _rgba(color, 0.22), "hoverinfo": "skip", "name": f"{name} min"})
+        traces += _band(common, name, color, x, d.y_min, d.y_max, at)
         shown = d.y  # the bucket means of the smoothed line
     else:  # short enough to send whole: the raw series stays as a faint line behind the smoothed one
         if opts.smoothing != "none":
-            traces.append({**common, "y": y, "line": {"color": _rgba(color, 0.3), "width": 1, "dash": dash},
+            rx, ry = with_breaks(at, x, y)
+            traces.append({**common, "x": rx, "y": ry,
+                           "line": {"color": _rgba(color, 0.3), "width": 1, "dash": dash},
                            "showlegend": False, "name": f"{name} (raw)",
                            "hovertemplate": "%{y:.4g} raw<extra></extra>"})
         shown = line
-    traces.append({**common, "mode": "lines+markers" if len(x) == 1 else "lines", "y": shown,
-                   "line": {"color": color, "width": 1.8, "dash": dash}, "name": name, "meta": label,
-                   "hovertemplate": "%{y:.4g}<extra>%{fullData.name}</extra>"})  # meta: the full label
+    lx, ly = with_breaks(at, x, shown)
+    main = {**common, "x": lx, "mode": "lines+markers" if len(x) == 1 else "lines", "y": ly,
+            "line": {"color": color, "width": 1.8, "dash": dash}, "name": name, "meta": label,
+            "hovertemplate": "%{y:.4g}<extra>%{fullData.name}</extra>"}  # meta: the full label
+    alone = _isolated(ly)
+    if len(x) > 1 and alone.any():  # a point between two gaps has no line to be drawn with: a dot
+        main.update(mode="lines+markers", marker={"size": np.where(alone, 5, 0), "color": color})
+    traces.append(main)
     return traces, len(x)
+
+
+def _isolated(y: np.ndarray) -> np.ndarray:
+    """Finite points whose neighbours are both missing (or the edge): a line alone cannot show them."""
+    ok = np.isfinite(y)
+    before = np.r_[False, ok[:-1]]
+    after = np.r_[ok[1:], False]
+    return ok & ~before & ~after
 
 
 def build_chart(title: str, series: list[Series], opts: ChartOptions = ChartOptions(), *,
@@ -242,10 +285,15 @@ def _layout(title: str, kind: str, unit: str, opts: ChartOptions, series: list[S
                    "spikethickness": 1, "automargin": True}
     if kind == X_STEP:
         xaxis.update(tickformat=",d", rangemode="tozero")
-        if _x_top(series) <= FEW_STEPS:  # plotly would tick 0.5, 1.5…: labelled whole they read 0, 1, 1, 2…
+        if _x_top(series) <= FEW_STEPS and not opts.log_x:  # plotly would tick 0.5, 1.5…: read 0, 1, 1, 2…
             xaxis["dtick"] = 1
     elif kind == X_TIME:
         xaxis.update(ticksuffix=unit, rangemode="tozero")
+    elif kind == X_FRACTION:
+        xaxis.update(tickformat=".0%", rangemode="tozero")
+    if opts.log_x:  # points at x <= 0 (step 0) are not drawn on a log axis
+        xaxis.update(type="log", rangemode="normal")
+        xaxis.pop("tickformat", None) if kind == X_STEP else None
     yaxis: dict = {"type": "log" if opts.log_y else "linear", "exponentformat": "SI", "automargin": True}
     if y_unit:
         yaxis["title"] = {"text": plotly_text(y_unit), "font": {"size": 10}, "standoff": 4}
@@ -287,4 +335,6 @@ def _x_title(kind: str, unit: str) -> str:
         return "step"
     if kind == X_TIME:
         return f"time since start ({unit})"
+    if kind == X_FRACTION:
+        return "fraction of each run (step / its last step)"
     return kind

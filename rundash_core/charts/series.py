@@ -17,6 +17,7 @@ import pandas as pd
 from .. import cache
 
 X_STEP, X_TIME = "step", "time"
+X_FRACTION = "fraction"  # Compare: step / the run's last step, so runs of any length span 0 to 1
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Series:
     label: str
     x: np.ndarray  # float64, ascending
     y: np.ndarray  # float64, may hold NaN
-    x_kind: str  # "step", "time" (seconds since the run's first record) or the x metric's name
+    x_kind: str  # "step", "time" (seconds since the run's first record), "fraction" or the x metric's name
     step: np.ndarray | None = None  # the step of each point (None when time-keyed)
 
     def __len__(self) -> int:
@@ -39,7 +40,7 @@ class Series:
         cols = {"metric": self.metric, "producer": self.producer}
         if self.step is not None and self.x_kind != X_STEP:
             cols["step"] = self.step
-        cols[self.x_kind if self.x_kind != X_TIME else "time_s"] = self.x
+        cols[{X_TIME: "time_s", X_FRACTION: "fraction_of_run"}.get(self.x_kind, self.x_kind)] = self.x
         cols["value"] = self.y
         return pd.DataFrame(cols)
 
@@ -74,6 +75,9 @@ class SeriesIndex:
         finite = self._time[np.isfinite(self._time)]
         # relative time counts from the run's first record (`t0` when the caller knows it better)
         self.t0 = t0 if t0 is not None else (float(finite.min()) if len(finite) else None)
+        self.time_estimated = False  # times summed from step durations, not logged (`view.estimated_times`)
+        steps = self._step[self._has_step]
+        self.last_step = float(steps.max()) if len(steps) else None  # "fraction of run" divides by it
 
     @property
     def metrics(self) -> list[str]:

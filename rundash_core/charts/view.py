@@ -18,7 +18,7 @@ from .figures import (MARGIN_TOP, Chart, ChartOptions, _rgba, build_chart, legen
 from .. import cache
 from .aliases import canonical_frame
 from .units import unit_of
-from .series import X_STEP, X_TIME, Series, SeriesIndex
+from .series import X_FRACTION, X_STEP, X_TIME, Series, SeriesIndex
 
 
 def x_choices(index: SeriesIndex) -> list[str]:
@@ -174,12 +174,19 @@ def key_groups(node) -> list[tuple[str, list[str]]]:
 def compare_chart(title: str, runs: Mapping[str, SeriesIndex], metric: str, x: str, opts: ChartOptions,
                   colors: Mapping[str, str | tuple[str, str]]) -> Chart:
     """One metric of several runs, one style per run (the label of each series is the run's);
-    `colors` maps a run label to its colour or (colour, dash)."""
+    `colors` maps a run label to its colour or (colour, dash). `x` = "fraction" puts each run's
+    steps over its own last step (`SeriesIndex.last_step`), so a 15-step and a 1,120-step run
+    both span 0 to 1."""
     series: list[Series] = []
     for label, index in runs.items():
-        for s in index.series(metric, x=x):
+        for s in index.series(metric, x=X_STEP if x == X_FRACTION else x):
             name = label if s.label == metric else f"{label} · {s.producer}"
-            series.append(Series(s.metric, s.producer, name, s.x, s.y, s.x_kind, s.step))
+            sx, kind = s.x, s.x_kind
+            if x == X_FRACTION and kind == X_STEP:
+                if not index.last_step:
+                    continue
+                sx, kind = s.x / index.last_step, X_FRACTION
+            series.append(Series(s.metric, s.producer, name, sx, s.y, kind, s.step))
     palette = {s.label: colors.get(s.label) or colors.get(s.label.split(" · ")[0]) or style_of(i)
                for i, s in enumerate(series)}
     return build_chart(title, series, opts, colors=palette)
@@ -210,9 +217,12 @@ def band_chart(title: str, bands: pd.DataFrame, x_kind: str, colors: Mapping[str
 
 
 def run_series_frame(index: SeriesIndex, metric: str, x: str) -> pd.DataFrame:
-    """(x, value) of one run's metric (its first producer), the input of `group_band`."""
-    s = index.series(metric, x=x)
-    return pd.DataFrame({"x": s[0].x, "value": s[0].y}) if s else pd.DataFrame({"x": [], "value": []})
+    """(x, value) of one run's metric (its first producer), the input of `group_band`; x is
+    "step", "time" or "fraction" (step / the run's last step)."""
+    s = index.series(metric, x=X_STEP if x == X_FRACTION else x)
+    if not s or (x == X_FRACTION and not index.last_step):
+        return pd.DataFrame({"x": [], "value": []})
+    return pd.DataFrame({"x": s[0].x / index.last_step if x == X_FRACTION else s[0].x, "value": s[0].y})
 
 
 def compare_indexes(runs: Mapping[str, object]) -> tuple[dict[str, SeriesIndex], dict[str, pd.DataFrame]]:
@@ -230,4 +240,34 @@ def _canonical(kind: str, tidy: pd.DataFrame) -> tuple[SeriesIndex, pd.DataFrame
     times = tidy["time"].to_numpy(dtype="float64")
     finite = times[np.isfinite(times)]
     canon = canonical_frame(kind, tidy)
-    return SeriesIndex(canon, t0=float(finite.min()) if len(finite) else None), canon
+    if len(finite):
+        return SeriesIndex(canon, t0=float(finite.min())), canon
+    estimated = estimated_times(canon)
+    if estimated is None:
+        return SeriesIndex(canon, t0=None), canon
+    index = SeriesIndex(canon.assign(time=estimated), t0=0.0)
+    index.time_estimated = True
+    return index, canon
+
+
+STEP_TIME = "step time"  # the canonical alias of a step's duration (verl `timing_s/step`)
+
+
+def estimated_times(canon: pd.DataFrame) -> np.ndarray | None:
+    """Relative wall time for a run whose rows carry no timestamps (verl and SWE-Lego console
+    logs): the one rule is that a row of step s is at the sum of the logged step durations
+    ("step time", `timing_s/step`) of every step up to and including s (0 before the first
+    logged duration; a step logged twice counts its last duration). It leaves out what the
+    durations do not cover (start-up, validation outside the step timer), so it reads a little
+    short of the log's own duration. None when the run logs no step durations."""
+    rows = canon[(canon["metric"].astype(str) == STEP_TIME) & canon["step"].notna()]
+    if rows.empty:
+        return None
+    dur = rows.assign(step=rows["step"].astype("float64")).drop_duplicates("step", keep="last")
+    dur = dur.sort_values("step")
+    steps = dur["step"].to_numpy(dtype="float64")
+    cum = np.cumsum(np.clip(np.nan_to_num(dur["value"].to_numpy(dtype="float64"), nan=0.0, posinf=0.0), 0, None))
+    row_steps = canon["step"].to_numpy(dtype="float64", na_value=np.nan)
+    at = np.searchsorted(steps, row_steps, side="right") - 1  # the last duration at or before each row's step
+    out = np.where(at >= 0, cum[np.clip(at, 0, None)], 0.0)
+    return np.where(np.isfinite(row_steps), out, np.nan)
