@@ -23,14 +23,22 @@ def eval_pane(run, validation) -> None:
         return
     st.markdown("#### Eval episodes")
     if not plan.empty:
-        blocks = ep.progress(plan, samples if samples is not None else frames.empty(frames.SAMPLES))
-        done, expected = int(blocks["done"].sum()), int(blocks["expected"].sum())
-        st.progress(min(done / expected, 1.0) if expected else 1.0,
-                    text=f"Eval blocks: {int((blocks['share'] >= 1).sum())} of {len(blocks)} complete · "
-                         f"{done:,} of {expected:,} episodes")
-        cols = st.columns(min(len(blocks), 6))
-        for i, (env, step, exp_n, done_n, share) in enumerate(blocks.itertuples(index=False)):
-            cols[i % len(cols)].progress(float(share), text=f"{md_escape(env)} · step {step}: {done_n}/{exp_n}")
+        blocks = ep.progress(plan, samples if samples is not None else frames.empty(frames.SAMPLES), validation,
+                             last_step=run.overview().last_step)
+        ahead = blocks[blocks["state"] == ep.NOT_REACHED]
+        reached = blocks[blocks["state"] != ep.NOT_REACHED]
+        done, expected = int(reached["done"].sum()), int(reached["expected"].sum())
+        text = (f"Eval blocks: {int((blocks['state'] == ep.COMPLETE).sum())} of {len(blocks)} complete · "
+                f"{done:,} of {expected:,} episodes of the blocks reached")
+        st.progress(min(done / expected, 1.0) if expected else 1.0, text=text)
+        if len(ahead):
+            st.caption(f"{len(ahead)} planned block(s) after the run's last step (from step {int(ahead['step'].min())}) "
+                       "not reached yet. A block is complete once its env's eval results are logged at its step.")
+        if len(reached):
+            cols = st.columns(min(len(reached), 6))
+            for i, b in enumerate(reached.itertuples(index=False)):
+                cols[i % len(cols)].progress(float(b.share),
+                                             text=f"{md_escape(b.env)} · step {b.step}: {b.done}/{b.expected}")
     tiles = ep.tiles(validation)
     if not tiles.empty:
         cols = st.columns(min(len(tiles), 6))

@@ -73,15 +73,35 @@ def eval_samples(samples: pd.DataFrame) -> pd.DataFrame:
     return samples[samples["split"] == "eval"]
 
 
-def progress(plan: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
-    """Per planned eval block (env, step): expected and done episodes (eval samples of that env
-    at that step, capped at expected), and the share done."""
+COMPLETE, PARTIAL, NOT_REACHED = "complete", "partial", "not reached"
+
+
+def progress(plan: pd.DataFrame, samples: pd.DataFrame, validation: pd.DataFrame | None = None,
+             last_step: int | None = None) -> pd.DataFrame:
+    """Per planned eval block (env, step): expected and done episodes, the share done and its
+    state. What the data shows decides: a block whose env logged its eval results at that step
+    (a `validation` row of that source and step: the metrics a finished block writes, the points
+    the Val Score chart plots) is complete, however few of its episodes were kept as samples;
+    otherwise done counts its eval episodes (capped at expected). A block after the run's last
+    logged step is "not reached" (not 0 done: it has not started)."""
     ev = eval_samples(samples)
     done = ev.groupby(["env", "step"]).size() if not ev.empty else pd.Series(dtype="int64")
-    counts = [int(done.get((e, s), 0)) for e, s in zip(plan["env"], plan["step"])]
-    out = plan.assign(done=pd.array(counts, dtype="Int64"))
-    out["done"] = out[["done", "expected"]].min(axis=1).astype("Int64")
+    logged: set[tuple[str, int]] = set()
+    if validation is not None and not validation.empty:
+        v = validation[validation["step"].notna() & validation["value"].notna()]
+        logged = set(zip(v["source"].astype(str), v["step"].astype("int64")))
+    rows = []
+    for env, step, expected in zip(plan["env"], plan["step"], plan["expected"]):
+        if (str(env), int(step)) in logged:
+            n, state = int(expected), COMPLETE
+        else:
+            n = min(int(done.get((env, step), 0)), int(expected))
+            state = COMPLETE if n >= expected else NOT_REACHED if last_step is not None and step > last_step \
+                else PARTIAL
+        rows.append((n, state))
+    out = plan.assign(done=pd.array([n for n, _ in rows], dtype="Int64"))
     out["share"] = (out["done"] / out["expected"].where(out["expected"] > 0)).astype("float64").fillna(1.0)
+    out["state"] = pd.array([st for _, st in rows], dtype="string")
     return out
 
 

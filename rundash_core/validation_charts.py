@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import urllib.parse
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from . import failure_modes as fm
 from . import validation as val
-from .charts.figures import PALETTE, plotly_text, style_of
+from .charts.figures import DASHES, PALETTE, plotly_text
+from .charts.gaps import STEP_GAP, break_before
 
 AMBER = "#E8A33D"
 GREEN = "#59A14F"
@@ -41,43 +43,96 @@ def event_labels(frame: pd.DataFrame) -> dict[str, str]:
     return {e: val.event_label(e, s) for e, s in val.events(frame).itertuples(index=False)}
 
 
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down")
+
+
+def series_style(i: int) -> dict:
+    """The i-th series of a validation chart: its own colour, dash and marker symbol, and a marker
+    that shrinks with i, so a series drawn exactly over an earlier one (avg@k = pass@1, the trials'
+    val_score = the log's val-core) leaves the earlier one's larger marker and dashes showing."""
+    return {"color": PALETTE[i % len(PALETTE)], "dash": DASHES[i % len(DASHES)], "symbol": SYMBOLS[i % len(SYMBOLS)],
+            "size": max(13 - 2 * i, 6)}
+
+
+def with_gaps(labels: list[str], steps: list, values: dict[int, float]) -> tuple[list[int], list[str], list]:
+    """Positions, x labels and y of one series over every event of a chart (`labels`, `steps` in
+    axis order; `values` by event position): an event the series lacks is a gap (None), and so is
+    a jump in the trainer steps of more than `gaps.STEP_GAP` × their usual stride (a missing
+    validation). Returns (event position or -1 for an inserted break, x, y)."""
+    known = np.array([float(s) if not pd.isna(s) else np.nan for s in steps], dtype="float64")
+    paired = np.flatnonzero(np.isfinite(known))
+    breaks = set(paired[break_before(known[paired], factor=STEP_GAP)].tolist()) if len(paired) else set()
+    pos, x, y = [], [], []
+    for i, label in enumerate(labels):
+        if i in breaks:
+            pos.append(-1), x.append(label), y.append(None)
+        pos.append(i), x.append(label), y.append(values.get(i))
+    return pos, x, y
+
+
 def score_figure(frame: pd.DataFrame, series: list[str]) -> go.Figure:
-    """Val Score per event, one line per `source · statistic`; events with low coverage are
-    drawn as open amber markers that say so."""
+    """Val Score per event, one line per `source · statistic`, each with its own dash and marker
+    (`series_style`); an event a series lacks or a skipped validation is a gap (`with_gaps`);
+    events with low coverage are drawn as open amber markers that say so."""
     labels, low = event_labels(frame), low_coverage_events(frame)
     names = val.series_names(frame)
+    ev = val.events(frame)
+    order = {e: i for i, e in enumerate(ev["event"])}
+    axis = [plotly_text(labels[e]) for e in ev["event"]]
     fig = go.Figure()
     for i, name in enumerate(series):
         rows = frame[names == name]
-        x = [plotly_text(labels[e]) for e in rows["event"]]
-        is_low = [e in low for e in rows["event"]]
-        color, dash = style_of(i)
+        values = {order[e]: float(v) if not pd.isna(v) else None for e, v in zip(rows["event"], rows["value"])}
+        pos, x, y = with_gaps(axis, list(ev["step"]), values)
+        is_low = [p >= 0 and ev["event"].iloc[p] in low for p in pos]
+        st = series_style(i)
         fig.add_trace(go.Scatter(
-            x=x, y=rows["value"].tolist(), name=plotly_text(name), mode="lines+markers", line={"color": color, "dash": dash},
-            marker={"size": [13 if lo else 7 for lo in is_low], "color": [AMBER if lo else color for lo in is_low],
-                    "symbol": ["circle-open" if lo else "circle" for lo in is_low], "line": {"width": 2}},
+            x=x, y=y, name=plotly_text(name), mode="lines+markers", connectgaps=False,
+            line={"color": st["color"], "dash": st["dash"]},
+            marker={"size": [13 if lo else st["size"] for lo in is_low],
+                    "color": [AMBER if lo else st["color"] for lo in is_low],
+                    "symbol": [st["symbol"] + "-open" if lo else st["symbol"] for lo in is_low], "line": {"width": 2}},
             text=[LOW_NOTE if lo else "" for lo in is_low],
             hovertemplate="%{x}<br>%{y:.4g}<br>%{text}<extra>" + plotly_text(name) + "</extra>"))
     return _layout(fig, title="Val Score per event", y="val score")
 
 
+def percent_tickformat(values) -> str:
+    """A percent tick format with enough decimals that ticks about a fifth of the data's range
+    apart read differently (24.61%, 24.63%, not 24.6% three times); at most 3 decimals."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype="float64")
+    span = float(v.max() - v.min()) * 100 if len(v) else 0.0  # in percentage points
+    if span <= 0:
+        return ".1%"
+    decimals = int(np.clip(np.ceil(-np.log10(span / 5)), 0, 3))
+    return f".{decimals}%"
+
+
 def cot_figure(cot: pd.DataFrame) -> go.Figure:
     """CoT share per event: mean per task (solid) and character-weighted (dashed); points whose
     coverage of the cohort is below one half are larger, amber and say "low coverage —
-    indicative only" (spec 7.2)."""
-    x = [plotly_text(val.event_label(e, s)) for e, s in zip(cot["event"], cot["step"])]
-    low = cot["low_coverage"].fillna(False).astype(bool).tolist()
-    notes = [val.coverage_note(int(n), int(c)) if lo else f"{int(n)}/{int(c)} tasks"
-             for n, c, lo in zip(cot["n"], cot["cohort_size"], low)]
+    indicative only" (spec 7.2). Ticks carry the decimals the data's range needs
+    (`percent_tickformat`); a skipped validation is a gap."""
+    x_axis = [plotly_text(val.event_label(e, s)) for e, s in zip(cot["event"], cot["step"])]
+    low_rows = cot["low_coverage"].fillna(False).astype(bool).tolist()
+    note_rows = [val.coverage_note(int(n), int(c)) if lo else f"{int(n)}/{int(c)} tasks"
+                 for n, c, lo in zip(cot["n"], cot["cohort_size"], low_rows)]
+    fmt = percent_tickformat([*cot["cot_ratio"].astype("float64"), *cot["cot_ratio_weighted"].astype("float64")])
     fig = go.Figure()
-    for col, name, dash, color in (("cot_ratio", "mean per task", "solid", PALETTE[0]),
-                                   ("cot_ratio_weighted", "character-weighted", "dash", PALETTE[1])):
+    for i, (col, name) in enumerate((("cot_ratio", "mean per task"), ("cot_ratio_weighted", "character-weighted"))):
+        values = {j: float(v) for j, v in enumerate(cot[col]) if not pd.isna(v)}
+        pos, x, y = with_gaps(x_axis, list(cot["step"]), values)
+        low = [p >= 0 and low_rows[p] for p in pos]
+        notes = [note_rows[p] if p >= 0 else "" for p in pos]
+        st = series_style(i)
         fig.add_trace(go.Scatter(
-            x=x, y=cot[col].tolist(), name=name, mode="lines+markers+text", line={"color": color, "dash": dash},
-            marker={"size": [14 if lo else 7 for lo in low], "color": [AMBER if lo else color for lo in low]},
+            x=x, y=y, name=name, mode="lines+markers+text", connectgaps=False,
+            line={"color": st["color"], "dash": st["dash"]},
+            marker={"size": [14 if lo else st["size"] for lo in low], "color": [AMBER if lo else st["color"] for lo in low],
+                    "symbol": st["symbol"]},
             text=[LOW_NOTE if lo and col == "cot_ratio" else "" for lo in low], textposition="top left",
-            customdata=notes, hovertemplate="%{x}<br>%{y:.1%}<br>%{customdata}<extra>" + name + "</extra>"))
-    return _layout(fig, title="CoT share of the val responses (fixed cohort)", y="CoT share", percent=".1%")
+            customdata=notes, hovertemplate="%{x}<br>%{y:" + fmt + "}<br>%{customdata}<extra>" + name + "</extra>"))
+    return _layout(fig, title="CoT share of the val responses (fixed cohort)", y="CoT share", percent=fmt)
 
 
 def delta_color(delta: float | None) -> str | None:
