@@ -8,6 +8,8 @@ survives a change of the short form; an old short-form link still opens.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 
@@ -53,22 +55,28 @@ def positions(samples: pd.DataFrame) -> dict[str, int]:
     message."""
     out: dict[str, int] = {}
     if "episode_id" in samples.columns:
-        ids = samples["episode_id"]
-        unique = ids.notna() & (ids != "") & ~ids.duplicated(keep=False)
-        out.update({str(e): int(i) for i, e in zip(np.flatnonzero(unique.to_numpy(dtype=bool)), ids[unique])})
-    out.update({str(s): i for i, s in enumerate(samples["sample_id"])})
+        eids = samples["episode_id"].tolist()
+        once = _named_once(eids)
+        out = {e: i for i, e in enumerate(eids) if e in once}
+    out.update({str(s): i for i, s in enumerate(samples["sample_id"].tolist())})
     return out
+
+
+def _named_once(eids: list) -> set[str]:
+    """The writer ids (non-empty strings) that occur once."""
+    counts = Counter(e for e in eids if type(e) is str and e)
+    return {e for e, n in counts.items() if n == 1}
 
 
 def link_ids(samples: pd.DataFrame) -> pd.Series:
     """Per row, the id a deep link carries: its `episode_id` when that names only it in `samples`
     (the whole run's listing) and is no other row's sample id, else its `sample_id`."""
-    sid = samples["sample_id"].astype(object)
+    sids = samples["sample_id"].tolist()
     if "episode_id" not in samples.columns or samples.empty:
-        return sid
-    eid = samples["episode_id"].astype(object)
-    ok = eid.notna() & (eid != "") & ~eid.duplicated(keep=False) & ~eid.isin(set(sid))
-    return eid.where(ok, sid)
+        return pd.Series(sids, index=samples.index, dtype=object)
+    eids = samples["episode_id"].tolist()
+    once = _named_once(eids) - set(sids)
+    return pd.Series([e if e in once else s for s, e in zip(sids, eids)], index=samples.index, dtype=object)
 
 
 def link_id(samples: pd.DataFrame, sample_id: str) -> str:
