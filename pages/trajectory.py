@@ -82,7 +82,8 @@ _in_flight()
 if samples.empty and not st.query_params.get("sample"):
     _ui.empty_state("This run has no samples (yet).")
     st.stop()
-steps, eval_steps = tj.step_options(_ui.read_or_stop(lambda: run.steps(), f"the steps of {run.run_id}"))
+step_column, step_name = tj.step_axis(samples)  # trainer steps, else "Harbor step folder" (as on Rollouts)
+steps, eval_steps = tj.step_options(tj.axis_steps(samples, step_column))
 
 
 # Mode, step strip, filters -----------------------------------------------------------------------
@@ -95,7 +96,7 @@ def _from_strip() -> None:
 
 
 def _step_label(s) -> str:
-    return "all steps" if s is None else f"step {s}" + (" · eval" if s in eval_steps else "")
+    return f"all {step_name}s" if s is None else f"{step_name} {s}" + (" · eval" if s in eval_steps else "")
 
 
 mode = url_widget(st.segmented_control, "Mode", list(tj.MODES), key="mode", format_func=tj.MODES.get,
@@ -104,15 +105,16 @@ mode = url_widget(st.segmented_control, "Mode", list(tj.MODES), key="mode", form
 step = None
 if mode == "step":
     c_step, c_prev, c_next, c_strip = st.columns([1.3, 0.3, 0.3, 6], vertical_alignment="bottom")
-    step = url_widget(c_step.selectbox, "Step", [None, *steps], key="step", format_func=_step_label)
-    c_prev.button("", icon=":material/chevron_left:", key="tr_prev", on_click=_move, args=(-1,), help="Previous step")
-    c_next.button("", icon=":material/chevron_right:", key="tr_next", on_click=_move, args=(1,), help="Next step")
+    step = url_widget(c_step.selectbox, step_name.capitalize(), [None, *steps], key="step", format_func=_step_label)
+    c_prev.button("", icon=":material/chevron_left:", key="tr_prev", on_click=_move, args=(-1,),
+                  help=f"Previous {step_name}")
+    c_next.button("", icon=":material/chevron_right:", key="tr_next", on_click=_move, args=(1,), help=f"Next {step_name}")
     window = tj.step_window(steps, step, width=15)
     if window:
         st.session_state["tr_strip"] = step if step in window else None
         c_strip.segmented_control("Steps", window, key="tr_strip", on_change=_from_strip, label_visibility="collapsed",
                                   format_func=lambda s: f"{s} ◆" if s in eval_steps else str(s),
-                                  help="One block per step (◆: holds eval samples); the selected step is filled.")
+                                  help=f"One block per {step_name} (◆: holds eval samples); the selected one is filled.")
 
 c_split, c_env, c_status, c_sort, c_err, c_grp = st.columns([1, 1.2, 1.2, 1.2, 0.9, 0.9], vertical_alignment="bottom")
 splits = sorted(s for s in samples["split"].dropna().unique())
@@ -130,7 +132,8 @@ errors_only = c_err.toggle("Errors only", key="tr_errors")
 by_group = c_grp.toggle("Groups", key="tr_groups", help="All samples of one prompt (GRPO group) together, "
                                                         "with their reward spread.")
 
-view = tj.filter_samples(samples, split=split, step=step, env=env, errors_only=errors_only, status=status)
+view = tj.filter_samples(samples, split=split, step=step, env=env, errors_only=errors_only, status=status,
+                         step_column=step_column)
 if sort is None:
     view = tj.newest_first(view) if mode == "stream" else tj.sort_samples(view, "group")
 else:
@@ -140,7 +143,7 @@ if mode == "stream" and (fig := trajectory_charts.arrival_histogram(view)) is no
 
 group = None
 if by_group:
-    groups = tj.group_stats(view)
+    groups = tj.group_stats(tj.on_axis(view, step_column))
     if groups.empty:
         st.caption("These samples carry no group ids.")
     else:
@@ -148,7 +151,7 @@ if by_group:
         group = st.selectbox(
             "Group", [None, *groups["group_id"]], key="tr_group",
             format_func=lambda g: f"all {len(groups)} groups (widest reward spread first)" if g is None else
-            f"{str(g)[:13]} · step {stats.at[g, 'step']} · {stats.at[g, 'n']} samples · reward "
+            f"{str(g)[:13]} · {step_name} {stats.at[g, 'step']} · {stats.at[g, 'n']} samples · reward "
             f"{stats.at[g, 'reward_min']:.3g}–{stats.at[g, 'reward_max']:.3g} (σ {stats.at[g, 'reward_std']:.3g})")
         if group not in stats.index:
             group = None
@@ -156,8 +159,9 @@ if by_group:
             st.plotly_chart(fig, key="tr_spread", config=PLOTLY_CONFIG, width="stretch")
         st.dataframe(groups, key="tr_group_table", hide_index=True, placeholder=ABSENT,
                      height=table_height(len(groups), 6),
-                     column_config={c: st.column_config.NumberColumn(format="%.3f") for c in
-                                    ("reward_min", "reward_mean", "reward_max", "reward_std")})
+                     column_config={"step": st.column_config.NumberColumn(step_name, format="%d"),
+                                    **{c: st.column_config.NumberColumn(format="%.3f") for c in
+                                       ("reward_min", "reward_mean", "reward_max", "reward_std")}})
         if group is not None:
             view = tj.sort_samples(view[view["group_id"] == group], sort or "reward_desc")
             st.caption(f"Group {_ui.md_code(group)}: its samples below, best first.")
@@ -171,6 +175,7 @@ event = st.dataframe(shown, key=table_key, on_select="rerun", selection_mode="si
                      column_config={"arrival": st.column_config.DatetimeColumn(format="HH:mm:ss"),
                                     "reward": st.column_config.NumberColumn(format="%.3f"),
                                     "advantage": st.column_config.NumberColumn(format="%+.3f"), "locator": None,
+                                    "step_folder": st.column_config.NumberColumn(tj.FOLDER_LABEL, format="%d"),
                                     **{c: st.column_config.TextColumn(c, width=ID_PX, help=f"Long ids are cut to the column: the "
                                                                       f"whole {c} is in the cell, double-click it to read it.")
                                        for c in ID_COLUMNS},

@@ -18,8 +18,9 @@ SAMPLES = {
     "episode_id": "str",       # the writer's own id (prime-rl episode id, Relax sample index, Harbor trial
                                # name), else NA: `episode()` takes it too (`rundash_core.episode_ids`)
     "split": "str",            # 'train' | 'eval' | 'val'
-    "step": "Int64",           # the step the source files it under (Harbor: the step_N folder number)
+    "step": "Int64",           # the step the source files it under (Harbor: the trainer step, NA where not known)
     "trainer_step": "Int64",   # the trainer step it belongs to, where the source says (else NA)
+    "step_folder": "Int64",    # Harbor: the step_NNNN folder number (fully-async: a sample counter); else NA
     "group_id": "str",         # samples of one prompt (GRPO group)
     "task_id": "str",
     "env": "str",              # env, dataset or capability

@@ -85,12 +85,18 @@ def ref_sample(trial: Path) -> dict:
     error = ref["exception_type"]
     if error is not None and ref["exception"]:
         error = f"{error}: {ref['exception']}"
-    return {"sample_id": f"{step}-{trial.name}", "step": step, "group_id": ref["task_id"],
+    return {"sample_id": f"{step}-{trial.name}", "step_folder": step, "group_id": ref["task_id"],
             "task_id": ref["task_id"], "env": ref["capability"], "reward": ref["reward"], "advantage": None,
             "ok": ref["ok"], "error": error,
             "status": None if ref["ok"] is None else "completed" if ref["ok"] else "error",
             "truncated": None, "input_tokens": ref["n_input_tokens"], "output_tokens": ref["n_output_tokens"],
             "turns": None, "duration_s": ref["duration_s"], "locator": str(trial)}
+
+
+def at_folder(run, folder: int) -> pd.DataFrame:
+    """The samples of one `step_NNNN` folder."""
+    samples = run.samples()
+    return samples[samples["step_folder"] == folder]
 
 
 def ref_pairing(log: Path) -> tuple[dict[int, int], set[int]]:
@@ -256,7 +262,8 @@ def test_named_paths_and_sibling_expansion(tmp_path):
     assert [os.path.basename(d) for d in run.exp_dirs()] == ["exp-20260812-031400", "exp-20260812-031900"]
     samples = run.samples()
     assert sorted(samples["sample_id"]) == ["3-a__a-1-aaaaaaaa", "3-a__a-1-bbbbbbbb"]
-    assert set(samples["step"]) == {3} and list(samples["split"]) == ["train", "train"]
+    assert set(samples["step_folder"]) == {3} and list(samples["split"]) == ["train", "train"]
+    assert samples["step"].isna().all()  # no config, no rollouter line: sync or async unknown, no step guessed
     folders = run.folders()
     assert list(folders["trials"]) == [2] and list(folders["exp_dirs"]) == [2]
 
@@ -298,7 +305,7 @@ def test_samples_match_an_independent_reading():
             else:
                 assert got == want, (trial.name, key, row[key], want)
         row, ref = trial_by_locator.loc[str(trial)], ref_trial(trial)  # the details samples() has no column for
-        assert row["sample_id"] == want_row["sample_id"] and row["step"] == want_row["step"]
+        assert row["sample_id"] == want_row["sample_id"] and row["step"] == want_row["step_folder"]
         for key, want in ref.items():
             got = _na(row[key])
             if key == "duration_s" and want is not None:
@@ -322,16 +329,17 @@ def test_splits_steps_and_trainer_steps():
     pairs, starts = ref_pairing(LOG)
     assert pairs == {1: 0, 66: 1, 131: 2} and starts == {1, 66, 131, 196}
     samples = run.samples()
-    for step, rows in samples.groupby("step"):
-        want_split = "val" if step in starts else "train"
+    for folder, rows in samples.groupby("step_folder"):
+        want_split = "val" if folder in starts else "train"
         assert set(rows["split"]) == {want_split}
-        want = pairs.get(step)
-        assert [_na(v) for v in rows["trainer_step"].unique()] == [want]
-    assert set(samples["step"]) == {1, 2, 196}
+        want = pairs.get(folder)  # a fully-async run: a training folder has no trainer step
+        assert [_na(v) for v in rows["trainer_step"].unique()] == [want] == [_na(v) for v in rows["step"].unique()]
+    assert set(samples["step_folder"]) == {1, 2, 196}
     assert len(run.samples(split="val")) == 34 and len(run.samples(split="train")) == 8
-    assert list(run.samples(step=196)["task_id"]) == sorted(
+    assert list(at_folder(run, 196)["task_id"]) == sorted(
         re.sub(r"-[0-9a-f]{6,}$", "", p.name) for p in (TRIALS / "step_0196").iterdir())
-    assert run.samples(split="train", step=1).empty
+    assert list(run.samples(step=0)["step_folder"].unique()) == [1]  # `step` filters by trainer step
+    assert run.samples(split="train", step=0).empty
     with pytest.raises(ValueError):
         run.samples(split="eval")
 
@@ -401,7 +409,7 @@ def test_validation_scores_and_pairing():
 
 def test_explicit_val_map_wins_and_log_is_read_incrementally(work, monkeypatch):
     run = rd.open_run(log_of(work))
-    assert run.samples(step=196)["trainer_step"].isna().all()
+    assert at_folder(run, 196)["trainer_step"].isna().all()
     marks = run.marks()
     offset = marks.offset
     scanned = []
@@ -410,8 +418,8 @@ def test_explicit_val_map_wins_and_log_is_read_incrementally(work, monkeypatch):
     line = "[stitch] val_map: step_0196 -> train_step 3\n[stitch] val_map: step_0001 -> train_step 7\n"
     with open(log_of(work), "a") as fh:
         fh.write(line)
-    assert set(run.samples(step=196)["trainer_step"]) == {3}
-    assert set(run.samples(step=1)["trainer_step"]) == {7}  # explicit mappings always win
+    assert set(at_folder(run, 196)["trainer_step"]) == {3}
+    assert set(at_folder(run, 1)["trainer_step"]) == {7}  # explicit mappings always win
     assert scanned == [len(line)] and run.marks().offset == offset + len(line)
 
 
@@ -448,7 +456,7 @@ def test_first_copy_only_for_resent_tasks(work):
     """Async validation re-sends tasks; pass@1 scores the first copy (smallest path), never best-of."""
     run = rd.open_run(log_of(work))
     before = run.validation().query("source == 'trials' and event == 'step_0001'").set_index("statistic")["value"]
-    samples = run.samples(step=1)
+    samples = at_folder(run, 1)
     unsolved = samples[samples["reward"] == 0].iloc[0]
     make_trial(exp_of(work) / "step_0001", f"{unsolved['task_id']}-ffffffff", 1.0)  # a later, solved copy
     after = run.validation().query("source == 'trials' and event == 'step_0001'").set_index("statistic")["value"]
@@ -647,7 +655,7 @@ def test_episode_has_the_trajectory_messages_and_tool_calls_and_ids_are_url_safe
     assert len(calls) == 5 and len(answers) == 4 and {a[4] for a in answers} <= {c[2] for c in calls}
     assert [m.role for m in ep.messages][:3] == ["system", "user", "assistant"]
     assert ep.messages[2].tool_calls[0].name == "execute_bash" and ep.messages[2].reasoning
-    assert (ep.sample_id, ep.run_id, ep.split, ep.step) == (sid, run.run_id, row["split"], row["step"])
+    assert (ep.sample_id, ep.run_id, ep.split, ep.step) == (sid, run.run_id, row["split"], _na(row["step"]))
     assert (ep.task_id, ep.env, ep.reward, ep.error) == (ref["task_id"], ref["capability"], ref["reward"], None)
     assert ep.rewards == {k: float(v) for k, v in result["verifier_result"]["rewards"].items()}
     phases = ("environment_setup", "agent_setup", "agent_execution", "verifier")

@@ -93,5 +93,7 @@ def trial_episode(trial_dir: str, row: dict, run_id: str) -> Episode:
         rewards={k: v for k, v in ((k, harbor_values.number(v)) for k, v in rewards.items()) if v is not None}
         if isinstance(rewards, dict) else {},
         messages=atif_messages(trajectory) if isinstance(trajectory, dict) else [],
-        ids={"trial": os.path.basename(trial_dir), "trial_dir": trial_dir, **({"id": str(result["id"])} if result and "id" in result else {})},
+        ids={"trial": os.path.basename(trial_dir), "trial_dir": trial_dir,
+             "Harbor step folder": os.path.basename(os.path.dirname(trial_dir)),  # (step: the trainer step, or none)
+             **({"id": str(result["id"])} if result and "id" in result else {})},
         timing=timing, error=row["error"], raw=raw)

@@ -8,9 +8,10 @@ folder `<workdir>/harbor_trials/*/<exp>[-YYYYMMDD-HHMMSS]`, and by sibling expan
 nodes' `<stem>-YYYYMMDD-HHMMSS` dirs, stamps within 600 s). A log with no linked trial dirs is
 plain verl.
 
-`samples()`: one row per trial dir (see `harbor.py`). `step` is the `step_NNNN` folder number:
-in fully-async training the rollouter's sample counter, **not** the trainer step; for validation
-dumps `trainer_step` is the trainer step the log pairs the dump with (spec 2.3), else NA.
+`samples()`: one row per trial dir (see `harbor.py`). `step_folder` is the `step_NNNN` folder
+number; `step` (and `trainer_step`) the trainer step where known (`harbor_steps`): in synchronous
+training the folder number, for a validation dump the step the log maps or pairs it with (spec
+2.3); NA for a fully-async run's training folders (a rollouter sample counter, spec 2.1).
 
 A folder is a validation dump (`split='val'`) when the log starts a validation for it
 (`test_gen_batch meta info: {… 'validate': True, 'global_steps': X}`) or maps it
@@ -39,7 +40,7 @@ from ..io.bytetail import ByteTail
 from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots
 from ..run import Overview, Problem, utc
 from . import harbor
-from . import harbor_val
+from . import harbor_steps, harbor_val
 from .harbor_episode import trial_episode
 from .verl import VerlRun
 from .verl_summary import is_log_name, log_digest, stem
@@ -100,6 +101,7 @@ class LogMarks(ByteTail):
         self.pairs: dict[int, int] = {}  # folder number -> trainer step (first pairing wins)
         self.explicit: dict[int, int] = {}  # `val_map:` lines (always win)
         self.pending: int | None = None
+        self.rollouter = False  # a `rollouter/validate_time` line was seen: fully-async training
         self._unscanned: bytes | None = None  # a last line handed out without its newline, not yet scanned
 
     @property
@@ -133,6 +135,7 @@ class LogMarks(ByteTail):
             self._line(data[start:end])
 
     def _line(self, line: bytes) -> None:
+        self.rollouter = self.rollouter or b"rollouter/validate_time" in line
         for d in harbor.named_exp_dirs(line):
             self.named.setdefault(d, None)
         for m in _VAL_MAP.finditer(line):  # (a stitched or CR-redrawn line may hold several)
@@ -182,12 +185,16 @@ class SweLegoRLRun(VerlRun):
 
     def summary(self) -> Overview:
         """The verl summary; a log that prints no wall-clock time at its end is dated by its
-        trials instead: the last `finished_at` of the newest step folder next to its `logs/`."""
+        trials instead (data, where the verl summary could only estimate from step timings): the
+        last `finished_at` of the newest step folder next to its `logs/`."""
         ov = super().summary()
-        if ov.updated is None:
+        d = self.digest()
+        if d is not None and d.tail.last_stamp is None:
             ended = harbor.newest_finish(harbor.sibling_exp_dirs(self.path, self.exp))
             if ended is not None and (ov.started is None or ended >= ov.started.timestamp()):
                 ov.updated = utc(ended)
+                if ov.started is not None:
+                    ov.duration_s = ended - ov.started.timestamp()
         return ov
 
     # Trial dirs ----------------------------------------------------------------------------------
@@ -225,9 +232,18 @@ class SweLegoRLRun(VerlRun):
             n = None
         return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else DEFAULT_N
 
+    def training_flavor(self) -> str | None:
+        """'sync', 'fully-async', or None when the log does not say (`harbor_steps`)."""
+        try:
+            config = self.read_config()
+        except Exception:  # a config that cannot be recovered is the verl reader's problem
+            config = {}
+        return harbor_steps.training_flavor(config, self.marks().rollouter)
+
     def _groups(self) -> list[tuple]:
         """(step, name, split, trainer_step, trials, tasks, [harbor.Folder]) per folder number."""
         marks, n, by_step, exp_dirs = self.marks(), self.expected_n(), {}, self.exp_dirs()
+        flavor = self.training_flavor()
         listing = harbor.list_folders(exp_dirs)
         for f in listing:
             by_step.setdefault(f.step, []).append(f)
@@ -240,8 +256,8 @@ class SweLegoRLRun(VerlRun):
             entries = sum(tasks.values())
             singles = sum(1 for c in tasks.values() if c == 1)
             val = marks.is_validation(step) or (entries > 3 * n and len(tasks) > 1 and 2 * singles >= len(tasks))
-            out.append((step, fs[0].name, "val" if val else "train", marks.train_step(step) if val else None,
-                        entries, len(tasks), fs))
+            trainer = harbor_steps.trainer_step(step, validation=val, flavor=flavor, logged=marks.train_step(step))
+            out.append((step, fs[0].name, "val" if val else "train", trainer, entries, len(tasks), fs))
         return out
 
     def folders(self) -> pd.DataFrame:
@@ -259,15 +275,15 @@ class SweLegoRLRun(VerlRun):
     def samples(self, split: str | None = None, step: int | None = None) -> pd.DataFrame:
         """One row per trial dir (result.json + verifier/reward.txt; trajectories are not read).
 
-        step: the `step_NNNN` folder number (a rollouter sample counter in async runs, not the
-        trainer step); trainer_step: the log's pairing for validation dumps, else NA; reward:
+        step and trainer_step: the trainer step where known (`step`: filters by it), else NA;
+        step_folder: the `step_NNNN` folder number; reward:
         reward.txt, else result.json's verifier reward; ok: False when the trial raised
         (exception_type/exception from result.json's exception_info, else exception.txt), NA when
         it has no readable result.json; problem: why the trial could not be fully read;
         turns: not in result.json, left NA; locator: the trial dir."""
         if split not in (None, "train", "val"):
             raise ValueError(f"split must be 'train', 'val' or None, not {split!r}")
-        return self._samples([g for g in self._groups() if split in (None, g[2]) and step in (None, g[0])])
+        return self._samples([g for g in self._groups() if split in (None, g[2]) and step in (None, g[3])])
 
     @staticmethod
     def _samples(groups: list[tuple]) -> pd.DataFrame:
@@ -278,8 +294,8 @@ class SweLegoRLRun(VerlRun):
                                                trials["exception_type"] + ": " + trials["exception"])
         return frames.typed({
             "sample_id": _unique_ids(trials), "episode_id": trials["locator"].map(os.path.basename),
-            "split": [by_step[n][2] for n in steps], "step": trials["step"],
-            "trainer_step": [by_step[n][3] for n in steps], "group_id": trials["task_id"],
+            "split": [by_step[n][2] for n in steps], "step": [by_step[n][3] for n in steps],
+            "trainer_step": [by_step[n][3] for n in steps], "step_folder": trials["step"], "group_id": trials["task_id"],
             "task_id": trials["task_id"], "env": trials["capability"], "reward": trials["reward"],
             "ok": trials["ok"], "error": error, "status": trials["ok"].map({True: "completed", False: "error"}),
             "input_tokens": trials["n_input_tokens"], "output_tokens": trials["n_output_tokens"],
@@ -290,7 +306,8 @@ class SweLegoRLRun(VerlRun):
         """The trial's result and its agent transcript (ATIF), read from its trial dir; by its
         sample id or its trial name (`episode_ids`)."""
         step = sample_id.split("-", 1)[0]
-        samples = self.samples(step=int(step)) if step.isascii() and step.isdigit() else None
+        folder = int(step) if step.isascii() and step.isdigit() else None  # (a sample id starts with its folder)
+        samples = self._samples([g for g in self._groups() if g[0] == folder]) if folder is not None else None
         if samples is None or not (samples["sample_id"] == sample_id).any():
             samples = self.samples()  # (a trial name: any step)
         row = episode_ids.row(samples, sample_id, self.run_id)
