@@ -8,15 +8,17 @@ for what the aliases do not cover, so one rule serves prime-rl, verl, SWE-Lego-R
 
 The verdict (`health_state`) is the run's state now, the first that holds of:
 
-- **Down**: not being written and not finished: it stopped short of its step limit, or stopped
-  before logging a step (a critical "alive" finding other than `stalled`).
+- **Down**: not being written and not finished: it stopped short of its step limit, or before
+  logging its first step ("step 0 of 58") (a critical "alive" finding other than `stalled`).
 - **Stalled**: its files are still written (status running) but it has not advanced: no new step
   for several of its typical step times (the logged step times, else `timing_s/step`, with a floor
-  of `Thresholds.stall_minutes`), or no step at all that long after it started (`stalled`).
+  of `Thresholds.stall_minutes`), or, for a run with a step limit, no step at all that long after
+  it started (`stalled`). A run that logged no time at all cannot be timed: a note says so.
 - **Degraded**: alive or finished, and something is wrong at its latest steps (a warning or
   critical finding: a condition over the last window, a spike not yet recovered).
 - **Stopped**: not being written, nothing wrong at its end, but with no step limit and no finish
-  marker rundash cannot tell done from cut short (the `stopped` info finding).
+  logged rundash cannot tell done from cut short (the `stopped` info finding; an eval-only run,
+  which logs no steps, reads so too).
 - **Healthy**: advancing, or finished (said so, or reached its step limit), with nothing wrong at
   its latest steps. Info findings (a spike that recovered, a plateau, an entropy that settled low)
   are dated notes: they never set the verdict.

@@ -15,24 +15,25 @@ from .present import format_duration
 
 def alive(s: Signals, t: Thresholds) -> list[Finding]:
     """Stalled: status says running (files are being written) but no new step for a while, or none
-    at all that long after the start; stopped: not running and not done (before any step, or
+    at all that long after the start (a run with a step limit); stopped: not running and not done (before any step, or
     short of the step limit); a stop with no limit known is a note (it may be done)."""
     ov = s.overview
     if ov.status == "running":
         return _stall(s, t)
     if ov.status == "stopped" and not ov.finished:
-        of = f" of {ov.max_steps}" if ov.max_steps is not None else ""
+        if ov.max_steps is None:  # (an eval-only run logs no step at all)
+            at = f"at step {ov.step}" if ov.step is not None else "and logged no step"
+            return [Finding("info", "alive", "stopped", None, ov.last_step, ov.last_step,
+                            f"the run is not being written to {at} (no step limit and no finish logged, so it "
+                            "may be done or cut short)", {"step": ov.step})]
         if ov.step is None:
             return [Finding("critical", "alive", "stopped", None, None, None,
-                            f"the run stopped before logging a step (step 0{of})",
+                            f"the run stopped before logging a step (step 0 of {ov.max_steps})",
                             {"step": 0, "max_steps": ov.max_steps})]
-        if ov.max_steps is not None and ov.step < ov.max_steps:
+        if ov.step < ov.max_steps:
             return [Finding("critical", "alive", "stopped", None, ov.last_step, ov.last_step,
-                            f"the run stopped at step {ov.step}{of}", {"step": ov.step, "max_steps": ov.max_steps})]
-        if ov.max_steps is None:
-            return [Finding("info", "alive", "stopped", None, ov.last_step, ov.last_step,
-                            f"the run is not being written to at step {ov.step} (no step limit and no finish "
-                            "logged, so it may be done or cut short)", {"step": ov.step})]
+                            f"the run stopped at step {ov.step} of {ov.max_steps}",
+                            {"step": ov.step, "max_steps": ov.max_steps})]
     return []
 
 
@@ -47,10 +48,11 @@ def _stall(s: Signals, t: Thresholds) -> list[Finding]:
             return [Finding("info", "alive", "no_step_yet", None, None, None,
                             "no step logged yet (no time logged either, so rundash cannot tell for how long)", evidence)]
         waited = s.now - started.timestamp()
-        if waited <= limit:
+        if waited <= limit or ov.max_steps is None:  # (no step limit: it may log no steps, as an eval does)
+            until = f" (stalled after {format_duration(limit)})" if ov.max_steps is not None else ""
             return [Finding("info", "alive", "no_step_yet", None, None, None,
-                            f"no step logged yet, {format_duration(waited)} after the run started (stalled after "
-                            f"{format_duration(limit)})", {**evidence, "seconds_since_start": waited})]
+                            f"no step logged yet, {format_duration(waited)} after the run started{until}",
+                            {**evidence, "seconds_since_start": waited})]
         return [Finding("critical", "alive", "stalled", None, None, None,
                         f"no step logged {format_duration(waited)} after the run started while its files are "
                         f"still written (limit {format_duration(limit)})", {**evidence, "seconds_since_start": waited})]

@@ -119,6 +119,18 @@ def test_stopped_short_of_max_steps_or_before_any_step_is_down_and_a_completed_r
     assert health_state(health(never)) == "Down"
 
 
+def test_a_run_without_steps_or_step_limit_is_never_down_or_stalled_for_it():
+    # an eval-only run logs no trainer step: done, it reads Stopped; running, it is timed by nothing
+    ov = Overview(run_id="r", name="r", kind="prime-rl", path="/r", status="stopped", step=None, max_steps=None,
+                  flavor="eval")
+    done = health(Signals(kind="prime-rl", overview=ov, tidy=tidy({}), now=T0))
+    assert [(f.rule, f.severity) for f in done] == [("stopped", "info")] and health_state(done) == "Stopped"
+    assert "logged no step" in done[0].message
+    running = _live({}, dt=DT, now=T0 + 3 * 3600, step=None, started=T0)
+    running.overview.max_steps = None
+    assert [f.rule for f in health(running)] == ["no_step_yet"] and health_state(health(running)) == "Healthy"
+
+
 def test_a_stop_with_no_step_limit_is_stopped_not_healthy():
     unknown = signals({"optim/grad_norm": noise(50, 1.0)}, status="stopped", finished=False)
     unknown.overview.max_steps = None
