@@ -184,29 +184,41 @@ def _breaks(s: Series) -> np.ndarray:
 
 
 def _band(common: dict, name: str, color: str, x, lo, hi, at) -> list[dict]:
-    """The bucket min–max band: two traces filled between (`tonexty`), or, when the line breaks,
-    one polygon per segment (`toself` closes each segment on its own; plotly's `tonexty` would
-    fill across a gap)."""
-    if not len(at):
-        return [{**common, "x": x, "y": hi, "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip",
-                 "name": f"{name} max"},
-                {**common, "x": x, "y": lo, "line": {"width": 0}, "fill": "tonexty", "showlegend": False,
-                 "fillcolor": _rgba(color, 0.22), "hoverinfo": "skip", "name": f"{name} min"}]
-    bx, by = [], []
-    for seg in np.split(np.arange(len(x)), at):
-        bx += [x[seg], x[seg][::-1], [np.nan]]
-        by += [hi[seg], lo[seg][::-1], [np.nan]]
-    return [{**common, "x": np.concatenate(bx), "y": np.concatenate(by), "line": {"width": 0}, "fill": "toself",
-             "showlegend": False, "fillcolor": _rgba(color, 0.22), "hoverinfo": "skip", "name": f"{name} max"}]
+    """The bucket min–max band: the max edge, then the min edge filled up to it (`tonexty`). Where
+    the line breaks, the max edge drops to the min edge at the gap's left point and rises again at
+    its right one, so the fill between them is empty across the gap (plotly's `tonexty` would fill
+    across a NaN break) at 2 points per gap."""
+    hx, hy = x, hi
+    if len(at):
+        left, right = at - 1, at
+        hx = np.insert(x, np.repeat(at, 2), np.ravel(np.column_stack([x[left], x[right]])))
+        hy = np.insert(hi, np.repeat(at, 2), np.ravel(np.column_stack([lo[left], lo[right]])))
+    return [{**common, "x": hx, "y": hy, "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip",
+             "name": f"{name} max"},
+            {**common, "x": x, "y": lo, "line": {"width": 0}, "fill": "tonexty", "showlegend": False,
+             "fillcolor": _rgba(color, 0.22), "hoverinfo": "skip", "name": f"{name} min"}]
+
+
+def _fitted(s: Series, y, line, max_points: int):
+    """The downsampled series and where its line breaks, within `max_points` points per trace
+    counting the breaks (a NaN each on the line, two each on the band's max edge): a series with
+    many gaps gets fewer buckets (at least max_points // 3, where any number of gaps fits)."""
+    raw_breaks = _breaks(s)
+    budget = max_points
+    while True:
+        d = minmax_downsample(s.x, y, max_points=budget, y_line=line)
+        at = between(d.x, s.x, raw_breaks) if d.bucketed else raw_breaks
+        extra = 2 * len(at) if d.bucketed else len(at)
+        if len(d.x) + extra <= max_points or budget <= max_points // 3:
+            return d, at
+        budget = max(min(budget - 1, max_points - extra), max_points // 3)
 
 
 def _traces(s: Series, name: str, style: tuple[str, str], opts: ChartOptions, xscale: float) -> tuple[list[dict], int]:
     color, dash = style
     y = log_safe(s.y) if opts.log_y else s.y
     line = smooth(s.x, y, opts.smoothing, opts.amount) if opts.smoothing != "none" else y
-    d = minmax_downsample(s.x, y, max_points=opts.max_points, y_line=line)
-    raw_breaks = _breaks(s)
-    at = between(d.x, s.x, raw_breaks) if d.bucketed else raw_breaks
+    d, at = _fitted(s, y, line, opts.max_points)
     x = d.x / xscale
     label, name = plotly_text(s.label), plotly_text(name)
     common = {"type": "scatter", "mode": "lines", "legendgroup": label, "connectgaps": False}
@@ -230,7 +242,7 @@ def _traces(s: Series, name: str, style: tuple[str, str], opts: ChartOptions, xs
     if len(x) > 1 and alone.any():  # a point between two gaps has no line to be drawn with: a dot
         main.update(mode="lines+markers", marker={"size": np.where(alone, 5, 0), "color": color})
     traces.append(main)
-    return traces, len(x)
+    return traces, max(len(t["x"]) for t in traces)
 
 
 def _isolated(y: np.ndarray) -> np.ndarray:
