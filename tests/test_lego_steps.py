@@ -163,3 +163,26 @@ def test_pages_of_a_synchronous_run_say_step(monkeypatch, tmp_path):
     at = open_page(monkeypatch, folder, TRAJECTORY, {"run": run_id, "step": "2"})
     assert at.selectbox(key="step").label == "Step" and at.selectbox(key="step").value == 2
     assert tj.step_axis(rd.open_run(log).samples()) == ("step", "step")
+
+
+def test_the_terminal_view_picks_samples_on_the_same_axis():
+    """The TUI's Samples tab: the fully-async sample is picked by Harbor step folder, as on the pages."""
+    import pytest
+
+    pytest.importorskip("textual")
+    from textual.widgets import Select
+
+    from rundash_core.tui.app import RundashApp
+    from test_tui import open_tab, run_app
+
+    async def script(app, pilot):
+        await open_tab(app, pilot, "samples")
+        step = app.screen.query_one("#sample-step", Select)
+        labels = {v: str(label) for label, v in step._options}
+        assert labels[2] == "Harbor step folder 2" and labels[1] == "Harbor step folder 1 · eval"
+        step.value = 2
+        await pilot.pause()
+        pane = app.screen.query_one("SamplesPane")
+        assert len(pane.view) == 8 and set(pane.view["step_folder"]) == {2}  # the training folder's 8 trials
+
+    run_app(RundashApp([str(DATA / "lego" / "logs" / f"{EXP}.log")], mask=None), script)

@@ -38,8 +38,8 @@ def _no_samples_yet() -> Doc:
     return Doc().line("This run has no samples (yet).", "muted")
 
 
-def _step_label(evals: set):
-    return lambda s: "all steps" if s == ALL else f"step {s}" + (" · eval" if s in evals else "")
+def _step_label(evals: set, name: str = "step"):
+    return lambda s: f"all {name}s" if s == ALL else f"{name} {s}" + (" · eval" if s in evals else "")
 
 
 def _split_label(s) -> str:
@@ -58,11 +58,13 @@ class SamplesPane(Horizontal):
         self.episode = None
         self.error: Doc | None = None
         self.ready = False
+        self.step_column, self.step_name = "step", "step"  # the step axis (`rollouts.step_axis`), as on the pages
 
     def _read(self, samples=None) -> tuple:
         """(samples, steps, eval steps, splits) of the run (`samples`: already read)."""
         samples = self.run.samples() if samples is None else samples
-        steps, evals = tj.step_options(self.run.steps())
+        self.step_column, self.step_name = tj.step_axis(samples)
+        steps, evals = tj.step_options(tj.axis_steps(samples, self.step_column))
         return samples, steps, evals, sorted(s for s in samples["split"].dropna().unique())
 
     def _load(self) -> tuple[list, set, list]:
@@ -82,8 +84,8 @@ class SamplesPane(Horizontal):
     def compose(self) -> ComposeResult:
         steps, evals, splits = self._load()
         with Vertical(id="sample-side"):
-            yield Label("Step")
-            yield Select(_options([ALL, *steps], _step_label(evals)),
+            yield Label(self.step_name.capitalize())
+            yield Select(_options([ALL, *steps], _step_label(evals, self.step_name)),
                          value=steps[0] if steps else ALL, allow_blank=False, id="sample-step")
             yield Label("Split", id="sample-split-label", classes="" if len(splits) > 1 else "hidden")
             yield Select(_options([ALL, *splits], _split_label), value=ALL,
@@ -130,7 +132,7 @@ class SamplesPane(Horizontal):
         self.samples = samples
         if self.episode is None:
             self.error = _no_samples_yet() if samples.empty else None
-        self._set_options("step", [ALL, *steps], _step_label(evals))
+        self._set_options("step", [ALL, *steps], _step_label(evals, self.step_name))
         self._set_options("split", [ALL, *splits], _split_label)
         for box in self.query("#sample-split, #sample-split-label"):
             box.set_class(len(splits) <= 1, "hidden")
@@ -155,7 +157,8 @@ class SamplesPane(Horizontal):
             self.view = None
             self.render_sample()
             return
-        chosen = tj.filter_samples(self.samples, split=self._value("split"), step=self._value("step"))
+        chosen = tj.filter_samples(self.samples, split=self._value("split"), step=self._value("step"),
+                                   step_column=self.step_column)
         self.view = tj.sort_samples(tj.filter_samples(chosen, env=self.env_options(chosen)), self._value("sort"))
         ids = self.view["sample_id"].astype(str)
         kept = int(ids.index[ids.eq(keep)][0]) if keep is not None and ids.eq(keep).any() else None
