@@ -6,7 +6,9 @@ The story, a short finished run (GSPO, Qwen3-8B on SWE-Gym tasks, n=4, 4 prompts
 - `step_NNNN` folders are numbered by the rollouter's sample counter, not the trainer step. Each
   training folder holds the n=4 trials of one task; trainer step k consumes 4 folders. Only the
   folders of the first and the last three trainer steps are kept on disk (epochs 0 and 3 of the
-  same 12 tasks), as a cleaned-up run would keep them.
+  same 12 tasks), as a cleaned-up run would keep them. The log's launch lines say when a folder
+  was generated, not which trainer step consumed it, so the dashboard shows these by "Harbor step
+  folder" (2–13, a gap, 39–50), never by a guessed step; the card's "12 of 12" counts trainer steps.
 - Three complete validation dumps of the same 12-task cohort at n=1 (before training, after step
   6, after the last step). Each starts in the log with `test_gen_batch meta info: {… 'validate':
   True, 'global_steps': X}` and ends with `step:T - val-core/unknown/reward/mean@1:… -
