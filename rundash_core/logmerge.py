@@ -77,9 +77,16 @@ def estimate_times(own: list[float], steps: list, tied: list, *, end: float | No
     without a stamp is interpolated between the clock points around it (the first / last point's
     time outside them); a continuation line (`tied`: a traceback) takes its record's time."""
     n = len(own)
+    times = np.asarray(own, dtype="float64").reshape(n)
+    unknown = np.isnan(times)
+    if not unknown.any():
+        return times.tolist(), [False] * n
+    tied_at = np.fromiter(tied, dtype=bool, count=n) & unknown
+    clocked = [i for i in np.flatnonzero(~unknown | np.fromiter((x is not None for x in steps), bool, n)).tolist()
+               if not tied_at[i]]
     points: list[list] = []  # [line, time] of the clock, in line order, times not decreasing
     high = -math.inf
-    for i in range(n):
+    for i in clocked:
         t = own[i]
         if t == t:
             if t >= high:
@@ -89,41 +96,24 @@ def estimate_times(own: list[float], steps: list, tied: list, *, end: float | No
                     points[k][1] = t
                     k -= 1
                 points.append([i, t])
-        elif steps[i] is not None and not tied[i] and points:
+        elif points:
             points.append([i, points[-1][1] + steps[i]])
-    free = [i for i in range(n) if not tied[i]]
-    if end is not None and free and (not points or end >= points[-1][1] and points[-1][0] < free[-1]):
-        points.append([free[-1], end])
+    free = np.flatnonzero(~tied_at)
+    if end is not None and len(free) and (not points or end >= points[-1][1] and points[-1][0] < free[-1]):
+        points.append([int(free[-1]), end])
     if points:  # step lines before the first clock point, going back
-        clock, first = points[0][1], points[0][0]
-        back = []
-        for i in range(first - 1, -1, -1):
-            if steps[i] is not None and not tied[i] and own[i] != own[i]:
-                back.append([i, clock])
-                clock -= steps[i]
+        clock, back = points[0][1], []
+        for i in reversed([i for i in clocked if i < points[0][0]]):
+            back.append([i, clock])
+            clock -= steps[i]
         points[:0] = back[::-1]
-    times, estimated = list(own), [t != t for t in own]
-    k = 0
-    for i in free:
-        if own[i] == own[i]:
-            continue
-        while k < len(points) and points[k][0] < i:
-            k += 1
-        if not points:
-            break
-        if k < len(points) and points[k][0] == i:
-            times[i] = points[k][1]
-        elif k == 0:
-            times[i] = points[0][1]
-        elif k == len(points):
-            times[i] = points[-1][1]
-        else:
-            (i0, t0), (i1, t1) = points[k - 1], points[k]
-            times[i] = t0 + (t1 - t0) * (i - i0) / (i1 - i0)
-    for i in range(1, n):
-        if tied[i] and own[i] != own[i]:
-            times[i], estimated[i] = times[i - 1], estimated[i - 1]
-    return times, [e and t == t for e, t in zip(estimated, times)]
+        at = free[unknown[free]]
+        xp, fp = zip(*points)
+        times[at] = np.interp(at, xp, fp)
+    source = np.maximum.accumulate(np.where(tied_at, 0, np.arange(n)))  # a continuation: its record's line
+    estimated = unknown & ~np.isnan(times)
+    times, estimated = times[source], estimated[source]
+    return times.tolist(), estimated.tolist()
 
 
 def merge(windows: list, want: int) -> tuple[pd.DataFrame, dict]:
@@ -157,10 +147,6 @@ def merge(windows: list, want: int) -> tuple[pd.DataFrame, dict]:
 
 
 def _order_keys(times: list[float]) -> list[float]:
-    """A file's merge keys: its times, never going back (unknown before the first: first)."""
-    out, high = [], -math.inf
-    for t in times:
-        if t == t and t > high:
-            high = t
-        out.append(high)
-    return out
+    """A file's merge keys: its times, never going back (-inf before the first known one)."""
+    keys = np.asarray(times, dtype="float64")
+    return np.fmax.accumulate(np.where(np.isnan(keys), -np.inf, keys)).tolist() if len(keys) else []

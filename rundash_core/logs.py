@@ -368,7 +368,7 @@ def _finish(w: Window, lines: list, filters: Filters, *, inherit: bool = True) -
     a pattern found), filters applied; each line's stamp, step time and whether it continues a
     record, for `logmerge.assign_times`."""
     w.stamps = [line.stamp for _, line in lines]
-    w.steps = [logtext.step_seconds(line.plain) for _, line in lines]
+    w.steps = [logtext.step_seconds(line.plain) if "timing_s/step:" in line.plain else None for _, line in lines]
     w.tied = [False] * len(lines)
     level, last_router, last_actor, in_record = logtext.UNKNOWN, False, "", False
     for i, (offset, line) in enumerate(lines):
