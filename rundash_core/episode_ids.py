@@ -13,7 +13,10 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from . import frames
+
 SHOWN_CANDIDATES = 5  # how many matching samples an ambiguous-id message lists
+LINK_CHARS = 128  # a longer writer id (or one a URL would escape) is not put in links: the short form is
 
 
 def _matches(values: pd.Series, ident: str) -> np.ndarray:
@@ -68,14 +71,19 @@ def _named_once(eids: list) -> set[str]:
     return {e for e, n in counts.items() if n == 1}
 
 
+def _linkable(eid: str) -> bool:
+    return len(eid) <= LINK_CHARS and frames.is_url_safe(eid)
+
+
 def link_ids(samples: pd.DataFrame) -> pd.Series:
     """Per row, the id a deep link carries: its `episode_id` when that names only it in `samples`
-    (the whole run's listing) and is no other row's sample id, else its `sample_id`."""
+    (the whole run's listing), is no other row's sample id and is short and URL-safe, else its
+    `sample_id`."""
     sids = samples["sample_id"].tolist()
     if "episode_id" not in samples.columns or samples.empty:
         return pd.Series(sids, index=samples.index, dtype=object)
     eids = samples["episode_id"].tolist()
-    once = _named_once(eids) - set(sids)
+    once = {e for e in _named_once(eids) - set(sids) if _linkable(e)}
     return pd.Series([e if e in once else s for s, e in zip(sids, eids)], index=samples.index, dtype=object)
 
 
@@ -85,7 +93,7 @@ def link_id(samples: pd.DataFrame, sample_id: str) -> str:
     if not len(hit) or "episode_id" not in samples.columns:
         return sample_id
     eid = samples["episode_id"].iloc[hit[0]]
-    if eid is None or eid is pd.NA or eid != eid or eid == "":
+    if type(eid) is not str or not eid or not _linkable(eid):
         return sample_id
     unique = len(_matches(samples["episode_id"], eid)) == 1 and not len(_matches(samples["sample_id"], eid))
     return str(eid) if unique else sample_id

@@ -141,3 +141,12 @@ def test_a_report_citing_the_writer_id_links_to_the_episode():
     body = reports.safe_markdown(f"Episode {full} looped; see also {short}.", run_id=run.run_id, sample_ids=cited)
     assert f"[{full}](" in body and f"sample={full}" in body and f"[{short}](" in body
     assert run.episode(full).sample_id == short  # the link opens it
+
+
+def test_links_keep_the_short_form_for_an_id_a_url_would_escape():
+    samples = frames.typed({"sample_id": ["1-aa", "2-bb", "3-cc", "4-dd"],
+                            "episode_id": ["a/b c", "x" * (episode_ids.LINK_CHARS + 1), "ok-id", "1-aa"]}, frames.SAMPLES)
+    assert episode_ids.link_ids(samples).tolist() == ["1-aa", "2-bb", "ok-id", "4-dd"]
+    assert [episode_ids.link_id(samples, s) for s in samples["sample_id"]] == ["1-aa", "2-bb", "ok-id", "4-dd"]
+    assert samples["sample_id"].iloc[episode_ids.find(samples, "a/b c", "r")] == "1-aa"  # still opens by it
+    assert episode_ids.find(samples, "1-aa", "r") == 0  # a sample id wins over a writer id equal to it
