@@ -103,14 +103,14 @@ def checkin_markdown(signals: Signals, findings: list[Finding], *, problems: lis
         performance.append(f"{rate:.3g} steps/h")
 
     notes = [f.message for f in findings if f.area == "alive" or f.severity == "info"]
-    notes += [f"status {ov.status}"] if ov.status not in ("running", "completed") else []
     if ov.attempts > 1:
         notes.append(f"resumed {ov.attempts - 1}×")
     if problems:
         notes.append(f"{len(problems)} file problem(s): " + "; ".join(str(p) for p in problems[:3]))
 
     run = f"{md_code(ov.name)} · {ov.status} · {format_duration(ov.duration_s)}"
-    lines = [f"## {stamp}", "", f"**Run**: {run}", f"**Step**: {step} / {max_steps}", f"**Health**: {health_state(findings)}", "",
+    lines = [f"## {stamp}", "", f"**Run**: {run}", f"**Step**: {step} / {max_steps}",
+             f"**Health**: {health_state(findings)}", "",
              f"**Progress**: {_area(progress, findings, 'progress', 'no progress metrics logged.')}",
              f"**Stability**: {_area(stability, findings, 'stability', 'no stability metrics logged.')}",
              f"**Performance**: {_area(performance, findings, 'performance', 'no timing metrics logged.')}",

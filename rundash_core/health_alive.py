@@ -46,7 +46,8 @@ def _stall(s: Signals, t: Thresholds) -> list[Finding]:
         started = ov.started if ov.started is not None else ov.created
         if started is None:
             return [Finding("info", "alive", "no_step_yet", None, None, None,
-                            "no step logged yet (no time logged either, so rundash cannot tell for how long)", evidence)]
+                            "no step logged yet (no time logged either, so rundash cannot tell for how long)",
+                            evidence)]
         waited = s.now - started.timestamp()
         if waited <= limit or ov.max_steps is None:  # (no step limit: it may log no steps, as an eval does)
             until = f" (stalled after {format_duration(limit)})" if ov.max_steps is not None else ""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 import pandas as pd
@@ -74,8 +75,9 @@ def test_every_demo_run_gets_an_entry_and_nothing_is_written(demo_runs):
     before = snapshot(folder)
     for path, run_id in zip(runs["path"], runs["run_id"]):
         run = rd.open_run(path, run_id=run_id)
-        f = fields(run_checkin(run))
-        ov = run.overview()
+        now = time.time()  # (a running run's duration ticks: both read as of one moment)
+        f = fields(run_checkin(run, now=now))
+        ov = run.overview(now)
         assert f["Step"] == f"{ov.step} / {ov.max_steps if ov.max_steps is not None else '∞'}"
         # name, status and duration are the one summary's, as the run card shows them
         name, status, duration = f["Run"].split(" · ")
@@ -144,5 +146,6 @@ def test_eval_is_the_validation_headline_statistic_and_val_drop_reads_it():
     assert eval_text(s) == ["eval avg@2 0.750 at step 20 (best 0.833 at step 10)"]
     # avg@2 fell 0.833 → 0.700 (beyond 10% of its best) while pass@2 held at 1.0: the drop is avg@2's
     dropped = _prime_eval([0.5, 0.833333, 0.7], [0.5, 0.833333, 0.7], [0.75, 1.0, 1.0])
-    f = next(f for f in health(signals({"optim/grad_norm": noise(20, 1.0)}, validation=dropped)) if f.rule == "val_drop")
+    found = health(signals({"optim/grad_norm": noise(20, 1.0)}, validation=dropped))
+    f = next(f for f in found if f.rule == "val_drop")
     assert f.metric == "avg@2" and f.message == "eval avg@2 0.700 at step 20 is below its best 0.833 (step 10)"
