@@ -93,10 +93,10 @@ def typical_step_s(s: Signals) -> float | None:
     time (`timing_s/step`, `time/step`); None when the run logs neither."""
     per_step = _step_times(s).tail(21)
     if len(per_step) >= 2:
-        rate = per_step.diff().iloc[1:] / pd.Series(per_step.index, index=per_step.index).diff().iloc[1:]
-        rate = rate[rate > 0]
-        if len(rate):
-            return float(rate.median())
+        seconds = per_step.diff().iloc[1:] / pd.Series(per_step.index, index=per_step.index).diff().iloc[1:]
+        seconds = seconds[seconds > 0]
+        if len(seconds):
+            return float(seconds.median())
     found = s.concept("step time")
     if found is not None and len(found[1].dropna()):
         typical = float(found[1].dropna().iloc[-20:].median())
