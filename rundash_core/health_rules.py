@@ -3,7 +3,8 @@
 Windows are trailing runs of logged steps (`window_for`); "early" is the first window, "recent"
 the last. Spikes use a robust z-score: distance from the trailing window's median in units of its
 median absolute deviation, so one spike does not hide the next and a noisy metric is not flagged
-for its noise.
+for its noise. Rules judge the run now: a spike that recovered, or an entropy that settled low
+long ago, is a dated note (info); a warning is a condition of the latest steps.
 """
 from __future__ import annotations
 
