@@ -142,7 +142,8 @@ def merge(windows: list, want: int) -> tuple[pd.DataFrame, dict]:
         "text": pd.Series([windows[wi].lines[j][1].text for wi, j in picks], dtype="str"),
         "path": pd.Series([windows[wi].spec.path for wi, _ in picks], dtype="str"),
         "offset": pd.array([windows[wi].lines[j][0] for wi, j in picks], dtype="Int64"),
-        "estimated": pd.array([bool(windows[wi].estimated[j]) for wi, j in picks], dtype="boolean")})
+        "estimated": pd.arrays.BooleanArray(np.asarray([windows[wi].estimated[j] for wi, j in picks], dtype=bool),
+                                            np.zeros(len(picks), dtype=bool))})
     return frame, older
 
 
