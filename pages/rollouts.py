@@ -71,7 +71,8 @@ def tasks_panel(run, samples, axis: str) -> None:
     cols = st.columns(6)
     for col, (name, value) in zip(cols, totals.items()):
         col.metric(name.replace("_", " "), f"{value:,}")
-    st.plotly_chart(trajectory_charts.name_step_axis(rf.grid_heatmap(grid), axis), key="ro_grid", **PLOT)
+    st.plotly_chart(trajectory_charts.name_step_axis(rf.grid_heatmap(ro.grid_with_gaps(grid)), axis), key="ro_grid",
+                    **PLOT)
     st.caption("Select a cell to list its rollouts; each opens on the Trajectory page.")
     shown = grid.rename(columns=str)
     event = st.dataframe(shown, key=f"ro_grid_table_{split}", on_select="rerun", selection_mode="single-cell",

@@ -63,6 +63,15 @@ def _error_type(error: object) -> str:
     return " ".join(text.split()[:3])[:40] or "error"
 
 
+def grid_with_gaps(grid: pd.DataFrame) -> pd.DataFrame:
+    """A task × step grid (`task_grid`) with one empty column at the first missing step after each
+    run of consecutive steps, so the heatmap shows where steps are missing (its axis is by category)."""
+    if grid.empty:
+        return grid
+    holes = with_gaps(pd.DataFrame({"step": list(grid.columns)}))["step"]
+    return grid.reindex(columns=[int(c) for c in holes])
+
+
 def outcome(samples: pd.DataFrame) -> pd.Series:
     """How each rollout ended: one of `OUTCOMES`, or `error: <type>` when it raised or names an error."""
     status = samples["status"].astype("str").fillna("")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import rundash_core as rd
@@ -141,6 +142,12 @@ def test_rollouts_page_says_harbor_step_folder_and_breaks_lines_at_gaps(monkeypa
     assert "Harbor step folder" in at.dataframe[0].value.columns and "step" not in at.dataframe[0].value.columns
     at = open_page(monkeypatch, folder, ROLLOUTS, {"run": run_id, "panel": "tasks"})
     assert _x_title(charts(at)["Task grid"]) == "Harbor step folder"
+    grid = charts(at)["Task grid"]["data"][0]
+    x, z = list(grid["x"]), grid["z"]
+    z = (decode(z).reshape([int(n) for n in str(z["shape"]).split(",")]) if isinstance(z, dict)
+         else np.array(z, dtype=float))  # (plotly's typed array: shape "rows, columns")
+    assert x[x.index("13") + 1] == "14" and x[x.index("14") + 1] == "39"  # an empty column: the gap
+    assert np.isnan(z[:, x.index("14")]).all() and not np.isnan(z[:, x.index("13")]).all()
 
 
 def test_trajectory_step_picker_is_by_harbor_step_folder_on_an_async_run(monkeypatch, demo_runs):
