@@ -21,7 +21,8 @@ from rundash_core import validation_charts as vc
 from rundash_core.charts.downsample import MAX_POINTS
 from rundash_core.charts.figures import ChartOptions
 from rundash_core.charts.series import X_FRACTION, X_STEP, X_TIME, SeriesIndex, series_index
-from rundash_core.charts.view import compare_chart, compare_indexes, panel_chart
+from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, panel_chart
+from rundash_core.compare import group_band
 
 
 def _spec(fig) -> dict:
@@ -125,6 +126,21 @@ def test_many_gaps_still_fit_the_point_budget():
     spec = _spec(chart.figure)
     assert chart.points <= MAX_POINTS and all(len(t["x"]) <= MAX_POINTS for t in spec["data"])
     assert _line(spec, "m")["x"].count(None) > 100  # the gaps still show, at a coarser resolution
+
+
+def test_a_group_band_breaks_where_its_runs_skip_steps():
+    """Two runs of one group logging steps 0-9 and 30-39: the mean line and its ± std band stop
+    at 9 and start again at 30."""
+    runs = {r: pd.DataFrame({"x": [*range(10), *range(30, 40)], "value": np.arange(20.0) + k})
+            for k, r in enumerate(("a", "b"))}
+    spec = _spec(band_chart("reward", group_band(runs, {"a": "g", "b": "g"}), "step", {}))
+    mean = next(t for t in spec["data"] if t.get("showlegend", True) is not False)
+    gap = mean["x"].index(None)
+    assert mean["x"][gap - 1] == 9 and mean["x"][gap + 1] == 30 and mean["connectgaps"] is False
+    top = next(t for t in spec["data"] if t.get("name", "").endswith(" max"))
+    low = next(t for t in spec["data"] if t.get("fill") == "tonexty")
+    i = top["x"].index(30)  # the top edge reaches 30 on the bottom edge's value first
+    assert top["y"][i] == low["y"][low["x"].index(30)] < top["y"][i + 1]
 
 
 def test_a_resume_pause_breaks_the_line_on_a_time_axis(demo_runs):

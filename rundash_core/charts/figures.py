@@ -183,8 +183,9 @@ def _breaks(s: Series) -> np.ndarray:
     return break_before(s.step, factor=STEP_GAP)
 
 
-def _band(common: dict, name: str, color: str, x, lo, hi, at) -> list[dict]:
-    """The bucket min–max band: the max edge, then the min edge filled up to it (`tonexty`). Where
+def band_traces(common: dict, name: str, color: str, x, lo, hi, at) -> list[dict]:
+    """A band (a bucket's min–max, a group's mean ± std): the `hi` edge, then the `lo` edge filled
+    up to it (`tonexty`). Where
     the line breaks, the max edge drops to the min edge at the gap's left point and rises again at
     its right one, so the fill between them is empty across the gap (plotly's `tonexty` would fill
     across a NaN break) at 2 points per gap."""
@@ -224,7 +225,7 @@ def _traces(s: Series, name: str, style: tuple[str, str], opts: ChartOptions, xs
     common = {"type": "scatter", "mode": "lines", "legendgroup": label, "connectgaps": False}
     traces: list[dict] = []
     if d.bucketed:  # the band keeps every bucket's extremes: spikes stay visible
-        traces += _band(common, name, color, x, d.y_min, d.y_max, at)
+        traces += band_traces(common, name, color, x, d.y_min, d.y_max, at)
         shown = d.y  # the bucket means of the smoothed line
     else:  # short enough to send whole: the raw series stays as a faint line behind the smoothed one
         if opts.smoothing != "none":

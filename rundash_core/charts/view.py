@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .figures import (MARGIN_TOP, Chart, ChartOptions, _rgba, build_chart, legend_layout, plotly_text, style_of,
+from .figures import (MARGIN_TOP, Chart, ChartOptions, band_traces, build_chart, legend_layout, plotly_text, style_of,
                       unique_styles)
+from .gaps import STEP_GAP, TIME_GAP, break_before, with_breaks
 from .. import cache
 from .aliases import canonical_frame
 from .units import unit_of
@@ -193,7 +194,8 @@ def compare_chart(title: str, runs: Mapping[str, SeriesIndex], metric: str, x: s
 
 
 def band_chart(title: str, bands: pd.DataFrame, x_kind: str, colors: Mapping[str, str]) -> go.Figure:
-    """Mean ± std per group (the output of `rundash_core.compare.group_band`)."""
+    """Mean ± std per group (the output of `rundash_core.compare.group_band`); where a group's x
+    jumps by more than its usual stride (`gaps`), its line breaks and its band closes."""
     groups = list(bands.groupby("group", sort=True, observed=True))
     styles = unique_styles([(colors.get(str(g)), "solid") if colors.get(str(g)) else style_of(i)
                             for i, (g, _) in enumerate(groups)])
@@ -202,12 +204,12 @@ def band_chart(title: str, bands: pd.DataFrame, x_kind: str, colors: Mapping[str
     for (group, g), (color, dash), name in zip(groups, styles, names):
         x, mean, std = (g[c].to_numpy(dtype="float64") for c in ("x", "mean", "std"))
         std = np.nan_to_num(std)
-        common = {"type": "scatter", "mode": "lines", "x": x, "legendgroup": plotly_text(group)}
+        at = break_before(x, factor=TIME_GAP if x_kind == X_TIME else STEP_GAP)
+        common = {"type": "scatter", "mode": "lines", "legendgroup": plotly_text(group), "connectgaps": False}
+        lx, ly = with_breaks(at, x, mean)
         traces += [
-            {**common, "y": mean + std, "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip"},
-            {**common, "y": mean - std, "line": {"width": 0}, "fill": "tonexty", "fillcolor": _rgba(color, 0.2),
-             "showlegend": False, "hoverinfo": "skip"},
-            {**common, "y": mean, "name": plotly_text(name), "line": {"color": color, "width": 2, "dash": dash}},
+            *band_traces(common, plotly_text(name), color, x, mean - std, mean + std, at),
+            {**common, "x": lx, "y": ly, "name": plotly_text(name), "line": {"color": color, "width": 2, "dash": dash}},
         ]
     legend, height = legend_layout(names, MARGIN_TOP, show=bool(groups))
     layout = {"title": {"text": plotly_text(title), "font": {"size": 13}}, "hovermode": "x unified",
