@@ -81,7 +81,7 @@ def test_guided_start_serves_reports_and_stops_cleanly(tmp_path):
         text = first.wait_for("rundash is serving at")
         url = f"http://127.0.0.1:{port}/"
         assert text.index(str(work / "outputs")) < text.index("Proceed?") < text.index("rundash is serving")
-        first.wait_for(f"ssh -N -L {port}:localhost:{port} ")
+        first.wait_for(f"ssh -N -L {port}:127.0.0.1:{port} ")  # the tunnel ends at the bound address
         assert urllib.request.urlopen(url + "_stcore/health", timeout=5).read() == b"ok"
         [server] = _children(first.proc.pid)  # a child process, not an exec
         [entry] = json.loads((cache / "instances.json").read_text())
