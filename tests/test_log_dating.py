@@ -3,6 +3,7 @@ times estimated for lines without a stamp of their own, on the real prime-rl and
 from __future__ import annotations
 
 import math
+import re
 import os
 import shutil
 import time
@@ -174,3 +175,19 @@ def test_followed_lines_interleave_by_time_keeping_a_relayed_older_stamp_where_i
     followed = logview.append_lines(shown, new, keep=1000)
     assert followed["offset"].tolist() == whole["offset"].tolist()
     assert followed[followed["component"] == "console"]["offset"].is_monotonic_increasing
+
+
+def test_the_logs_page_merges_the_real_swe_lego_run_by_time_and_marks_estimated_times(tmp_path, monkeypatch):
+    from conftest import open_page
+
+    shutil.copytree(LEGO_LOG.parent.parent, tmp_path / "lego")
+    run_id = open_run(tmp_path / "lego" / "logs" / LEGO_LOG.name).run_id
+    at = open_page(monkeypatch, tmp_path, "pages/logs.py", {"run": run_id})
+    [body] = [h.proto.body for h in at.get("html") if "overflow:auto" in h.proto.body]
+    assert logview.ESTIMATED_LEGEND.split(";")[0] in body
+    shown = [re.sub(r"<[^>]+>", "", row) for row in re.findall(r'<div style="white-space:pre-wrap[^"]*">(.*?)</div>', body)]
+    comps = [("inference" if "vLLMHttpServer" in row else "console") for row in shown]
+    assert comps[0] == "console" and comps[-1] == "inference" and comps.index("inference") < comps.count("console")
+    step1 = next(i for i, row in enumerate(shown) if "step:1 - training/global_step" in row)
+    assert shown[step1].startswith("▍~08-12 04:01:5")
+    assert "inference" in comps[:step1] and "inference" in comps[step1:] and "console" in comps[step1 + 1:]
