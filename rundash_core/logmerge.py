@@ -61,7 +61,7 @@ def assign_times(windows: list, newest: dict | None = None) -> None:
         near = newest.get(w.spec.path)
         is_copy = copied(w.mtime, near)
         own = logtext.resolve_times(w.stamps, near + 3600.0 if is_copy else w.mtime)
-        end = w.mtime if w.at_end and not is_copy else None
+        end = (near if is_copy else w.mtime) if w.at_end else None  # (a copy ended with the run's dated lines)
         times, estimated = estimate_times(own, w.steps, w.tied, end=end)
         w.times = [times[i] for i in w.kept]
         w.estimated = [estimated[i] for i in w.kept]
@@ -73,7 +73,8 @@ def estimate_times(own: list[float], steps: list, tied: list, *, end: float | No
     which are estimated. The clock: each stamp not earlier than the stamps before it (a relayed
     older stamp is shown, not followed); a `step:N … timing_s/step:X` line (`steps`) X seconds
     after the clock before it (never past the next stamp), and before the first stamp X seconds
-    apart going back; `end`: the last line's time (the mtime of a file read to its end). A line
+    apart going back; `end`: the last line's time (a file read to its end: its mtime, or for a
+    copy the run's newest dated line). A line
     without a stamp is interpolated between the clock points around it (the first / last point's
     time outside them); a continuation line (`tied`: a traceback) takes its record's time."""
     n = len(own)
