@@ -3,7 +3,7 @@ frame, the same dating whatever else is read with a file (a split pane and the m
 line at one time).
 
 A line's time is its own stamp; a time of day is dated by the file's mtime, unless the newest
-dated line of the run's logs (`newest`, from `logs.run_dates`) is more than a day before that
+dated line of the run's logs (`newest`, from `run_dates`) is more than a day before that
 mtime (a copied run: its mtimes are the copy's), then by that line. A line without a stamp is
 placed by the best evidence (`estimate_times`) and flagged `estimated`. The merge is a k-way merge
 by time that keeps each file's own order."""
