@@ -10,7 +10,7 @@ import streamlit as st
 from rundash_core import streamlit_cache as sc
 from rundash_core.present import (fold_list, format_duration, format_time, md_code, md_escape, step_headline,
                                   text_or)
-from rundash_core.run import Run
+from rundash_core.run import Run, resumes_text, trainer_names
 from rundash_core.settings import check_added_dir
 
 
@@ -205,7 +205,7 @@ def run_card(run: Run, *, compact: bool = False) -> None:
     """The run card: step headline, status, duration (ticking while running), model, resumes,
     envs, created; at the top of every page (app.py). Re-runs by itself while the run is live."""
     try:
-        ov = run.card()
+        ov = run.overview()
     except Exception as e:  # noqa: BLE001 - the page below still shows what it can
         st.warning(f"The run card of {md_code(run.run_id)} could not be read: {type(e).__name__}: "
                    f"{md_escape(str(e)[:200])}")
@@ -214,9 +214,11 @@ def run_card(run: Run, *, compact: bool = False) -> None:
 
     @st.fragment(run_every=interval)
     def _card() -> None:
-        o = run.card() if interval else ov
+        o = run.overview() if interval else ov  # the run's one summary: the runs list and the CLI read it too
         st.markdown(f"{'###' if compact else '##'} {md_escape(step_headline(o.step, o.max_steps))}")
         st.caption(f"{md_escape(o.name)} · {text_or(o.kind, 'n/a')} · {text_or(o.flavor, 'n/a')}")
+        if trainer := trainer_names(o):
+            st.caption(md_escape(trainer))
         if not compact:
             st.caption(md_code(o.path))  # the full path (the runs table shortens it)
         cols = st.columns([1.1, 1, 1.4, 0.8, 1.5, 1.2, 1.4])
@@ -224,7 +226,7 @@ def run_card(run: Run, *, compact: bool = False) -> None:
         cols[0].markdown(status_text(o.status))
         field(cols[1], "DURATION", format_duration(o.duration_s))  # overview() measures to now while running
         field(cols[2], "MODEL", text_or(o.model, "n/a"))  # never "None" / "nan"
-        field(cols[3], "RESUMES", str(max(o.attempts - 1, 0)), help=f"{o.attempts} attempt(s)")
+        field(cols[3], "RESUMES", resumes_text(o), help=f"{o.attempts} attempt(s)")
         field(cols[4], "TRAIN ENVS", fold_list(o.train_envs), help=_envs_help(o.train_envs))
         field(cols[5], "EVAL ENVS", fold_list(o.eval_envs), help=_envs_help(o.eval_envs))
         field(cols[6], "CREATED", format_time(o.created))

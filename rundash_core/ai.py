@@ -23,6 +23,7 @@ from typing import Iterable, Iterator, Mapping
 from .health import Signals, health, health_state
 from .health_rules import val_series
 from .present import format_duration, format_time, shorten, text_or
+from .run import resumes_text, trainer_names
 from .summary import key_metrics, metric_summary
 
 ENV_BASE_URL, ENV_API_KEY, ENV_MODEL = "OPENAI_BASE_URL", "OPENAI_API_KEY", "RUNDASH_AI_MODEL"
@@ -90,11 +91,12 @@ def estimate_tokens(text: str) -> int:
 
 def _card(signals: Signals) -> str:
     ov = signals.overview
-    rows = [("run", ov.name), ("kind", f"{ov.kind} ({ov.flavor})"), ("status", ov.status),
-            ("step", f"{text_or(ov.step, 'n/a')} of {text_or(ov.max_steps, 'unbounded')}"),
-            ("model", text_or(ov.model, "n/a")), ("attempts", str(ov.attempts)),
+    rows = [("run", ov.name), ("trainer names", trainer_names(ov) or "n/a"), ("kind", f"{ov.kind} ({ov.flavor})"),
+            ("status", ov.status), ("step", f"{text_or(ov.step, 'n/a')} of {text_or(ov.max_steps, 'unbounded')}"),
+            ("model", text_or(ov.model, "n/a")), ("attempts", str(ov.attempts)), ("resumes", resumes_text(ov)),
             ("train envs", ", ".join(ov.train_envs) or "n/a"), ("eval envs", ", ".join(ov.eval_envs) or "n/a"),
-            ("created", format_time(ov.created)), ("duration", format_duration(ov.duration_s))]
+            ("created", format_time(ov.created)), ("updated", format_time(ov.updated)),
+            ("duration", format_duration(ov.duration_s))]
     return "# Run\n" + "\n".join(f"- {k}: {v}" for k, v in rows)
 
 

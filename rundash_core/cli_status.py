@@ -17,8 +17,8 @@ import time
 from .checkin import checkin_markdown
 from .health import Signals, health, health_state, json_safe
 from .io import files
-from .present import format_duration, text_or
-from .run import RunError
+from .present import format_duration, format_time, text_or
+from .run import RunError, summary_fields
 from .summary import key_metrics
 
 STATUS_SCHEMA = "rundash.status/1"
@@ -57,9 +57,7 @@ def status_dict(run, *, now: float | None = None) -> dict:
     signals = Signals.from_run(run, now=now)
     findings = health(signals)
     ov = signals.overview
-    card = {k: getattr(ov, k) for k in ("run_id", "name", "kind", "flavor", "path", "status", "step", "max_steps",
-                                          "last_step", "model", "attempts", "train_envs", "eval_envs", "created",
-                                          "updated", "duration_s")}
+    card = summary_fields(ov)  # the run's one summary, as the card and the runs list show it
     card["run_id"] = run.run_id
     sections: dict[str, list] = {}
     for km in key_metrics(signals):
@@ -81,14 +79,25 @@ def _fmt(value) -> str:
     return "—" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _ts(value):
+    """A JSON time (ISO text, as `json_safe` writes it) back to a Timestamp for `format_time`."""
+    import pandas as pd
+
+    return None if value is None else pd.Timestamp(value)
+
+
 def status_text(data: dict) -> str:
     """The short human table of `status_dict`."""
     r = data["run"]
     step = f"{_fmt(r['step'])} / {_fmt(r['max_steps']) if r['max_steps'] is not None else '∞'}"
-    lines = [f"{r['name']}  ({r['kind']}, {r['flavor']})", f"  path      {r['path']}",
+    trainer = " · ".join(str(v) for v in (r.get("project"), r.get("experiment")) if v)
+    resumed = ", ".join(str(s) for s in r.get("resumed_from") or [])
+    lines = [f"{r['name']}  ({r['kind']}, {r['flavor']})" + (f"  {trainer}" if trainer else ""),
+             f"  path      {r['path']}",
              f"  status    {r['status']}   step {step}   health {data['health']}",
-             f"  model     {text_or(r['model'], 'n/a')}   attempts {r['attempts']}   "
-             f"duration {format_duration(r['duration_s'])}"]
+             f"  model     {text_or(r['model'], 'n/a')}   attempts {r['attempts']}"
+             + (f" (resumed from step {resumed})" if resumed else "") + f"   duration {format_duration(r['duration_s'])}",
+             f"  created   {format_time(_ts(r['created']))}   updated {format_time(_ts(r['updated']))}"]
     for sec in data["sections"]:
         lines.append(f"\n{sec['section']}")
         width = max(len(m["metric"]) for m in sec["metrics"])

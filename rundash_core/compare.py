@@ -92,6 +92,20 @@ def summary(frames: Mapping[str, pd.DataFrame], metrics: Sequence[str] | None = 
     return out.reset_index(drop=True)
 
 
+RUNS_COLUMNS = ["run", "name", "kind", "status", "step", "max_steps", "duration_s", "created", "updated", "model",
+                "attempts", "resumed_from", "project", "experiment"]
+
+
+def runs_summary(overviews: Mapping[str, object]) -> pd.DataFrame:
+    """One row per compared run (label → `Run.overview()`): its one summary's fields, never
+    recomputed from the metrics, so its step is the card's (steps done)."""
+    from .run import summary_fields
+
+    rows = [{"run": label, **summary_fields(ov)} for label, ov in overviews.items()]
+    out = pd.DataFrame(rows, columns=RUNS_COLUMNS)
+    return out.astype({"step": "Int64", "max_steps": "Int64", "duration_s": "float64"})
+
+
 def default_runs(runs: pd.DataFrame, current: str | None, n: int = 4) -> list[str]:
     """The runs Compare opens with: `current` and up to `n` other runs of its kind (those of its
     flavor first, each group most recently updated first), so the page is never empty when two or

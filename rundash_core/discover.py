@@ -28,11 +28,12 @@ import pandas as pd
 
 from . import cache, sources
 from .io.files import OUTSIDE_ROOTS, file_id, inside_roots, seed_file_id, stat_memo
-from .run import Overview, Run, RunError
+from .run import Overview, Run, RunError, summary_fields
 from .sources.verl_summary import stem
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated",
-           "model", "attempts", "flavor", "train_envs", "eval_envs", "error"]
+           "model", "attempts", "flavor", "train_envs", "eval_envs", "project", "experiment", "duration_s",
+           "resumed_from", "error"]  # (the summary's fields: `run.SUMMARY_FIELDS`)
 DEFAULT_DEPTH = 4
 SKIP_NAMES = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env", "harbor_trials", "wandb",
                         "checkpoints", "checkpoint", "ckpt", "ckpts"})
@@ -274,8 +275,8 @@ def _row(cls: type[Run], path: str, run_id: str, now: float) -> tuple[Overview, 
                 error = f"{field} out of range ({str(v)[:30]})"
     except Exception as e:  # noqa: BLE001 - one bad run costs its row, not the list
         ov, error = Overview(run_id=run.run_id, name=run.name, kind=run.kind, path=run.path), f"{type(e).__name__}: {e}"
-    row = (ov.run_id, ov.name, ov.kind, ov.path, ov.status, ov.step, ov.max_steps, ov.created, ov.updated,
-           ov.model, ov.attempts, ov.flavor, list(ov.train_envs), list(ov.eval_envs), error)
+    fields = summary_fields(ov)
+    row = (*(fields[c] for c in COLUMNS[:-1]), error)
     if not _utf8(path):
         row = row[:-1] + (error or NOT_UTF8_NAME,)
     return ov, tuple(_printable(v) for v in row)
@@ -330,7 +331,9 @@ def _frame(rows: list[tuple]) -> pd.DataFrame:
             data[col] = pd.Series(ns.view("datetime64[ns]")).dt.tz_localize("UTC")
         elif col == "attempts":
             data[col] = np.array(values, dtype="int64")
-        elif col in ("train_envs", "eval_envs", "error"):
+        elif col == "duration_s":
+            data[col] = np.array([np.nan if v is None else v for v in values], dtype="float64")
+        elif col in ("train_envs", "eval_envs", "resumed_from", "error"):
             data[col] = np.empty(n, dtype=object)
             data[col][:] = values
         else:

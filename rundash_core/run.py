@@ -53,11 +53,15 @@ class Problem:
 
 @dataclass
 class Overview:
-    """The run's one summary: the run card and its row in the runs list are both this.
+    """The run's one summary: the run card, its row in the runs list, `rundash status`, the
+    check-in, the terminal card, Compare's runs table and the AI context all read this (through
+    `summary_fields` where they show it as fields), so no two surfaces can differ.
 
-    Times come from the data (first and last logged time), never from file times, so a copied run
-    reads the same; only `touched` (the newest file time) is a file time: it says whether the run
-    is still being written (status "running")."""
+    `name` is what the user named the run: its folder, or its log file without the suffix (what
+    the runs list lists it by); the trainer's own project and experiment names are `project` and
+    `experiment`. `step` is steps done. Times come from the data (first and last logged time),
+    never from file times, so a copied run reads the same; only `touched` (the newest file time)
+    is a file time: it says whether the run is still being written (status "running")."""
 
     run_id: str
     name: str
@@ -69,6 +73,7 @@ class Overview:
     created: pd.Timestamp | None = None  # the first logged time
     started: pd.Timestamp | None = None
     updated: pd.Timestamp | None = None  # the last logged time
+    updated_estimated: bool = False  # `updated` is start + the logged step times (no stamp at the end)
     duration_s: float | None = None
     model: str | None = None
     attempts: int = 1
@@ -78,6 +83,9 @@ class Overview:
     finished: bool = False  # the run said it is done (a final print, every chunk sealed)
     last_step: int | None = None  # the last step number logged
     touched: pd.Timestamp | None = None  # the newest file time of the run
+    project: str | None = None  # the trainer's project name (verl `trainer.project_name`)
+    experiment: str | None = None  # the trainer's experiment name (verl `trainer.experiment_name`)
+    resumed_from: list[int] = field(default_factory=list)  # the checkpoint step each later attempt resumed from
 
     @property
     def progress(self) -> str:
@@ -90,8 +98,9 @@ class Overview:
 
     def status_at(self, now: float) -> str:
         """Running: a file was written within the last few minutes and the data's last time (when
-        it has one) is not days old (a fresh copy of an old run is not running)."""
-        updated = _seconds(self.updated)
+        it has one, logged rather than estimated) is not days old (a fresh copy of an old run is
+        not running; an estimate leaves out downtime, so it cannot say that)."""
+        updated = None if self.updated_estimated else _seconds(self.updated)
         stale = updated is not None and now - updated > STALE_DATA_S
         return derive_status(finished=self.finished, updated=_seconds(self.touched), step=self.step,
                              max_steps=self.max_steps, now=now, stale=stale)
@@ -105,8 +114,32 @@ class Overview:
         end = now if status == "running" and updated is not None else updated
         out = copy.copy(self)  # (dataclasses.replace costs more than the rest of a cached summary)
         out.status = status
-        out.duration_s = end - started if end is not None and started is not None and end >= started else None
+        if end is not None and started is not None:  # (no times: the duration the data says, if any)
+            out.duration_s = end - started if end >= started else None
         return out
+
+
+SUMMARY_FIELDS = ("run_id", "name", "project", "experiment", "kind", "flavor", "path", "status", "step",
+                  "max_steps", "last_step", "model", "attempts", "resumed_from", "train_envs", "eval_envs",
+                  "created", "updated", "duration_s")
+
+
+def summary_fields(ov: Overview) -> dict:
+    """The summary as the fields every surface shows (`SUMMARY_FIELDS`, lists copied)."""
+    return {k: list(v) if isinstance(v := getattr(ov, k), list) else v for k in SUMMARY_FIELDS}
+
+
+def trainer_names(ov: Overview) -> str:
+    """The trainer's project and experiment names, as the card's secondary line ("" when none)."""
+    parts = [f"project {ov.project}" if ov.project else "", f"experiment {ov.experiment}" if ov.experiment else ""]
+    return " · ".join(p for p in parts if p)
+
+
+def resumes_text(ov: Overview) -> str:
+    """How many times the run resumed, and from which steps when the data says ("1 (resumed from step 100)")."""
+    n = max(ov.attempts - 1, 0)
+    steps = ", ".join(str(s) for s in ov.resumed_from)
+    return f"{n} (resumed from step {steps})" if n and steps else str(n)
 
 
 def _seconds(ts: pd.Timestamp | None) -> float | None:
@@ -171,9 +204,7 @@ class Run(abc.ABC):
         fingerprints, status as of `now`."""
 
     def card(self, now: float | None = None) -> Overview:
-        """The run card: the summary, plus what only the card shows and may cost a read of the
-        metrics (a verl log's duration from its step timings). The fields the runs list shows
-        are the summary's, so the two never disagree."""
+        """`overview()` (kept for the API: the card is the one summary, nothing more)."""
         return self.overview(now)
 
     # Metrics -------------------------------------------------------------------------------------

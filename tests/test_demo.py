@@ -367,9 +367,12 @@ def test_discover_lists_every_kind_with_the_expected_runs_and_status(folder):
     relax = runs.loc[RELAX_NAME]
     assert (relax.status, relax.step) == ("stopped", relax_run.STEPS - 1)  # finished; Relax logs no max
     now = pd.Timestamp.now(tz="UTC")
-    for name, hours in ((VERL_NAME, 5), (RELAX_NAME, 9)):  # the data's last time (a stamp; the files written)
-        assert (now - runs.loc[name, "updated"]).total_seconds() == pytest.approx(hours * 3600, abs=600), name
-    assert pd.isna(runs.loc[LEGO_NAME, "updated"])  # its log prints no wall-clock time at its end (as the sample)
+    assert (now - runs.loc[VERL_NAME, "updated"]).total_seconds() == pytest.approx(5 * 3600, abs=600)  # a stamp
+    assert pd.isna(runs.loc[RELAX_NAME, "updated"]) and pd.isna(runs.loc[RELAX_NAME, "created"])  # Relax logs no times
+    assert runs.loc[VERL_NAME, "resumed_from"] == [VERL_RESUME_FROM] and runs.loc[VERL_NAME, "attempts"] == 2
+    # the Lego log prints no wall-clock time at its end (as the sample): start + its step timings
+    assert (runs.loc[LEGO_NAME, "updated"] - runs.loc[LEGO_NAME, "created"]).total_seconds() == pytest.approx(
+        runs.loc[LEGO_NAME, "duration_s"], abs=1)
 
 
 def test_nothing_next_to_the_prime_rl_runs_looks_like_one(folder):

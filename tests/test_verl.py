@@ -181,13 +181,14 @@ def test_config_model_and_run_card(logs):
     assert (sft["trainer"]["experiment_name"], sft["trainer"]["total_epochs"]) == ("gsm8k-sft-gemma-2-2b-it", 2)
     assert runs["dq_math"].configs() == {"config (from log)": dq}
     cards = {k: r.overview() for k, r in runs.items()}
-    assert [(c.name, c.status, c.step, c.max_steps, c.model, c.flavor) for c in cards.values()] == [
+    assert [(c.experiment, c.status, c.step, c.max_steps, c.model, c.flavor) for c in cards.values()] == [
         ("qwen2_7b_function_rm", "completed", 210, 210, "Qwen/Qwen2-7B-Instruct", "rl"),  # tqdm total; final pprint
         ("gemma2b_function_rm", "completed", 435, None, "Qwen/Qwen2.5-0.5B-Instruct", "rl"),  # final pprint; 0..434
         ("gsm8k-sft-gemma-2-2b-it", "completed", 58, 58, "google/gemma-2-2b-it", "sft"),  # 58 steps of 58
     ]
     assert cards["dq_math"].eval_envs == ["openai/gsm8k", "DigitalLearningGmbH/MATH-lighteval"]
-    assert [c.run_id for c in cards.values()] == [p.name.rsplit(".", 1)[0] for p in (DQ, EH, SFT)]
+    assert [c.run_id for c in cards.values()] == [c.name for c in cards.values()] == [
+        p.name.rsplit(".", 1)[0] for p in (DQ, EH, SFT)]  # the name is the log's, as the runs list lists it
     lego = rd.open_run(logs / "lego" / "logs" / LEGO.name)
     ov = lego.overview()
     assert (ov.max_steps, ov.model, ov.name) == (12, "Qwen3-8B", "qwen3-8b-swegym-gspo-async-r1")
@@ -289,9 +290,9 @@ def test_steps_merge_and_resumes_open_attempts(tmp_path):
     assert got == ref_merged(ref_lines(path.read_bytes()))
     assert (got[(3, "a")], got[(1, "c")], got[(1, "b")], got[(2, "val/x")]) == (33.0, 1.0, 1.0, 0.2)
     assert run.attempts() == [1, 2] and run.latest_attempt() == 2
-    # the summary sees the log's ends only: a launch appended mid-file is not in it
-    assert run.overview().attempts == 1
-    assert run.card().attempts == 2 and run.resume_steps() == [2]  # the card reads the metrics: one resume
+    # the one summary reads the log's pass (appended bytes only): a launch appended mid-file is in it
+    assert run.overview().attempts == run.card().attempts == 2 and run.resume_steps() == [2]
+    assert run.overview().resumed_from == []  # no resume print: from which checkpoint is not said
     wide = run.metrics_wide()
     assert list(wide["step"]) == [0, 1, 2, 3, 4] and list(wide["a"].fillna(-1)) == [-1, 1.0, 2.0, 33.0, 4.0]
 
@@ -327,8 +328,9 @@ def test_each_launch_of_an_appended_log_has_its_config(tmp_path):
     assert run.config()["trainer"]["experiment_name"] == "second"
     assert run.configs(attempt=1)["config (from log)"]["trainer"]["experiment_name"] == "first"
     assert run.configs(attempt=2) == run.configs() == {"config (from log)": run.config()}
-    ov = run.overview()  # the log's ends: the first launch's config print, the last step
-    assert (ov.step, ov.max_steps, ov.attempts, ov.name, ov.model) == (9, 9, 1, "first", "org/first")
+    ov = run.overview()  # the log's ends: the first launch's config print, the last step; its pass: the relaunch
+    assert (ov.step, ov.max_steps, ov.attempts, ov.name, ov.experiment, ov.model) == (
+        9, 9, 2, "tee", "first", "org/first")
 
 
 # Incremental reading ------------------------------------------------------------------------------
@@ -464,18 +466,19 @@ def test_a_last_line_without_newline_is_read_once_the_file_is_still(tmp_path):
 
 
 def test_the_card_of_a_log_without_stamps_times_it_by_its_steps(tmp_path):
-    """A verl console log has no timestamps on its metric lines: the card's duration is the sum of
-    its per-step `timing_s/step` plus validation time outside a step, the same for a copy made
-    today; the runs list (the summary) does not need it."""
+    """A verl console log has no timestamps on its metric lines: the summary's duration is the sum
+    of its per-step `timing_s/step` plus validation time outside a step, the same for a copy made
+    today; the runs list shows that same summary."""
     import shutil
 
     lines = ["step:0 - val-core/x/reward/mean@1:0.1 - timing_s/testing:30.0\n"]
     lines += [f"step:{s} - actor/pg_loss:0.1 - timing_s/step:100.0\n" for s in range(1, 6)]
-    lines += ["step:5 - timing_s/step:110.0\n"]  # the last write of a step counts
+    lines += ["step:5 - timing_s/step:110.0\n"]  # a step written again was run again: its time counts too
     log = write(tmp_path / "a" / "run.log", "".join(lines))
     card = rd.open_run(log).card()
-    assert card.duration_s == pytest.approx(30.0 + 4 * 100.0 + 110.0)
-    assert rd.open_run(log).overview().duration_s is None  # the cheap summary reads the ends only
+    assert card.duration_s == pytest.approx(30.0 + 5 * 100.0 + 110.0)
+    assert rd.open_run(log).overview().duration_s == card.duration_s
+    assert rd.discover([tmp_path / "a"])["duration_s"].iloc[0] == pytest.approx(card.duration_s)
     copy = tmp_path / "b" / "run.log"
     copy.parent.mkdir()
     shutil.copy(log, copy)

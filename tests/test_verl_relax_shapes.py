@@ -215,7 +215,7 @@ def test_a_file_logger_jsonl_restarted_by_a_resume_keeps_the_earlier_steps_from_
     assert tidy_map(run) == {**{(s, "a"): float(s) for s in (1, 2)}, **{(s, "a"): s + 0.25 for s in range(3, 8)},
                              **{(s, "timing_s/step"): 1.0 if s < 3 else 2.0 for s in range(1, 8)}}
     assert run.resume_steps() == [3] and run.attempts() == [1, 2] and run.card().attempts == 2
-    assert (run.card().step, run.card().duration_s) == (7, 12.0)
+    assert (run.card().step, run.card().duration_s) == (7, 10.0)  # the console log's step times (its pass)
     assert list(run.metrics_wide()["step"]) == [1, 2, 3, 4, 5, 6, 7]
 
 
@@ -344,7 +344,8 @@ def test_broken_symlinks_and_folders_named_like_steps_are_problems_not_file_time
     run = rd.open_run(tmp_path / "s")
     everything(run)
     ov = run.overview()
-    assert (ov.step, ov.status, ov.duration_s) == (9, "stopped", 0.0) and ov.updated.timestamp() == pytest.approx(OLD)
+    assert (ov.step, ov.status, ov.duration_s, ov.updated) == (9, "stopped", None, None)  # Relax logs no times
+    assert ov.touched.timestamp() == pytest.approx(OLD)  # the step file's time only says it is not running
     found = {Path(p.path).name: p.what for p in run.problems()}
     assert found == {"5.jsonl": "broken symlink", "9.jsonl": "not a regular file"}
     assert set(run.metrics()["step"]) == {0}

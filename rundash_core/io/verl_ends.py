@@ -22,6 +22,7 @@ CONFIG_WINDOW = 64 << 10  # the config print is searched for its sections within
 
 _STR = rb"'((?:[^'\\\n]|\\.)*)'"
 _EXPERIMENT = re.compile(rb"'experiment_name': " + _STR)
+_PROJECT = re.compile(rb"'project_name': " + _STR)
 _TOTAL = re.compile(rb"'total_training_steps': (-?\d+|None)")
 _PATH = re.compile(rb"'path': (?:" + _STR + rb"|None)")
 _PARTIAL = re.compile(rb"'partial_pretrain': (?:" + _STR + rb"|None)")
@@ -80,6 +81,7 @@ class QuickHead:
     flavor: str = "rl"
     file_logger: bool = True  # the config's trainer.logger may hold 'file' (or says nothing)
     end: int = 0  # where the config print ends (0: none found)
+    project: str | None = None  # trainer.project_name
 
 
 def _str_value(m) -> str | None:
@@ -211,10 +213,11 @@ def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trai
     stop = hi if end < 0 else end
     if trainer is None or trainer < 0:
         trainer = data.find(b"'trainer': {", pos, stop)
-    exp = total = None
+    exp = total = project = None
     logger = True
     if trainer >= 0:
         exp = _str_value(_at(_EXPERIMENT, data, b"'experiment_name': ", trainer, stop))
+        project = _str_value(_at(_PROJECT, data, b"'project_name': ", trainer, stop))
         m = _at(_TOTAL, data, b"'total_training_steps': ", trainer, stop)
         total = int(m.group(1)) if m is not None and m.group(1) != b"None" else None
         at = data.find(b"'logger': [", trainer, stop)
@@ -232,7 +235,7 @@ def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trai
     else:
         models += [_str_value(_at(_PARTIAL, data, b"'partial_pretrain': ", model, stop)) if model >= 0 else None,
                    _str_value(_at(_PATH, data, b"'path': ", model, stop)) if model >= 0 else None]
-    return QuickHead(exp, total, tuple(models), "rl" if rl else "sft", logger, max(end, 0))
+    return QuickHead(exp, total, tuple(models), "rl" if rl else "sft", logger, max(end, 0), project)
 
 
 def first_stamp(data: bytes, start: int = 0, hi: int | None = None) -> bytes | None:

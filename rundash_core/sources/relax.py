@@ -38,7 +38,7 @@ import orjson
 import pandas as pd
 
 from .. import cache, episode_ids, frames
-from ..io.files import FileId, describe_unreadable, file_id, mtime, read_range
+from ..io.files import FileId, describe_unreadable, file_id, read_range
 from ..io.jsonl import LineProblems, parse_jsonl_bytes
 from ..metricblock import TidyLog
 from ..run import Overview, Problem, Run, utc
@@ -50,7 +50,6 @@ SAMPLE_COLUMNS = tuple(frames.SAMPLES)
 SPLITS = ("train", "eval")
 RESULT_DIR = "rollout_result"
 STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
-COPY_SPREAD_S = 1.0  # every step file written within this span: the times are a copy's, not the run's
 
 
 # Finding runs --------------------------------------------------------------------------------------
@@ -253,25 +252,21 @@ class RelaxRun(Run):
 
     # Overview ------------------------------------------------------------------------------------
     def overview(self, now: float | None = None) -> Overview:
-        """The run card from file names and mtimes (Relax rows carry no times, and each file is
-        written once, when its step ends: the files' times are the data's, unless a copy reset
-        them all, which leaves the duration unknown): step = the highest
-        train rollout_id; started/updated = the first and last file written; eval datasets from
+        """The run card from file names: step = the highest train rollout_id; eval datasets from
         the latest eval file (when small); the model a row names, from the first train file's
-        first line. Times are the regular files': a folder named `7.jsonl` (or a broken symlink's
-        target) was not written by the run, its fresh time would make a stopped run "running"."""
+        first line. Relax rows carry no times, so created, updated and the duration are unknown
+        (a file time is no data: a copy reads differently from the original); the newest file
+        time (`touched`) says whether it is still being written. Those are the regular files': a
+        folder named `7.jsonl` (or a broken symlink's target) was not written by the run, its
+        fresh time would make a stopped run "running"."""
         listing, _dupes = self.step_files()
         times = [fid.mtime for _s, _n, p in listing if (fid := file_id(p)) is not None]
         step = max((n for s, n, _p in listing if s == "train"), default=None)
-        started, updated = (min(times), max(times)) if times else (None, None)
-        if len(times) > 1 and updated - started < COPY_SPREAD_S:
-            started = None  # files of several steps written within a second: a copy's times, no duration
         evals = [(n, p) for s, n, p in listing if s == "eval"]
         trains = [p for s, _n, p in listing if s == "train"]
         return Overview(
             run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, step=step,
-            created=utc(min(times) if times else mtime(self.result_dir)), started=utc(started),
-            updated=utc(updated), touched=utc(updated), last_step=step,
+            touched=utc(max(times) if times else None), last_step=step,
             model=_first_row_model(trains[0]) if trains else None,
             eval_envs=_datasets(*evals[-1]) if evals else [], flavor="rl").at(now)
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pandas as pd
 
 from .. import cache
 from ..io.files import file_id, read_range
 from ..io.verl_file_logger import FileLoggerTail
 from ..io.verl_log import VerlLogTail
+from ..io.verl_pass import LogPass, log_pass
 from ..io.verl_overrides import HEAD_BYTES
 from ..io.verl_text import HEAD, ConfigPrint, config_at
 from ..metricstore import MetricStore, empty_tidy, shared_store
@@ -147,24 +147,30 @@ class VerlRun(Run):
 
         return metrics_validation(self.metrics())
 
+    def log_pass(self, *, timed: bool = False) -> LogPass | None:
+        """The pass over the whole console log (`io.verl_pass`): resume prints, restarts, and
+        (`timed`) the step times."""
+        log = self.log_path()
+        return log_pass(log, timed=timed) if log else None
+
     def _restarts(self) -> list[int]:
-        """Steps where the metrics went back: in the store, and in the log before a restarted JSONL."""
+        """Steps where the metrics went back: in the console log (its pass), else in a file-logger
+        JSONL tracked alone."""
+        lp = self.log_pass()
+        if lp is not None:
+            return list(lp.restarts)
         store = self.store()
-        log = self.earlier_launches(store)
-        return [step for st in (log, store) if st is not None for _prod, step in st.restarts]
+        return [step for _prod, step in store.restarts] if store is not None else []
 
     def resume_steps(self) -> list[int]:
-        """Where steps went back (a resume appended to the log), and the first step of a log that
-        starts above 1 (it resumed an earlier launch's checkpoint)."""
-        out = set(self._restarts())
-        d = self.digest()
-        if d is not None and d.first_step is not None and d.first_step > 1:
-            out.add(d.first_step)
-        return sorted(out)
+        """Where the run resumed: the step N of each `Resuming from …/global_step_N` print, where
+        steps went back (a launch appended to the log) and the first step of a log that starts
+        above 1 (it resumed an earlier launch's checkpoint); a restart at N or N+1 is that print's."""
+        return _resume_points(self.digest(), self.log_pass(), self._restarts())[0]
 
     def attempts(self) -> list[int]:
-        """One attempt per restart segment: a resumed run appended to the same log logs lower steps."""
-        return list(range(1, 2 + len(self._restarts())))
+        """One attempt per resume (`resume_steps`), plus the first launch."""
+        return list(range(1, 2 + len(self.resume_steps())))
 
     # Config --------------------------------------------------------------------------------------
     def config_prints(self) -> list[ConfigPrint]:
@@ -233,47 +239,42 @@ class VerlRun(Run):
         return max(times) if times else None
 
     def overview(self, now: float | None = None) -> Overview:
-        """The run card and runs-list row, from the log's one summary (its ends), status as of `now`."""
+        """The one summary (run card, runs-list row, status, TUI, Compare, AI), status as of `now`."""
         return self.summary().at(now)
 
     def summary(self) -> Overview:
-        """The summary without its status: from the log's ends. Times come from the wall-clock
-        stamps the log prints (the first in its head, the last in its tail window); the files'
-        mtime only says whether it is running."""
+        """The summary without its status: from the log's ends and its pass (`io.verl_pass`,
+        appended bytes only). Times come from the wall-clock stamps the log prints (the first in
+        its head, the last in its tail window); a log whose end has no stamp gets its duration
+        from its step timings, and `updated` = start + that duration: an estimate (it leaves out
+        the time between steps no timer covers, and a crash's downtime). The files' mtime only
+        says whether it is running."""
         d = self.digest()
         touched = utc(self.updated())
         if d is None:  # no console log: a file-logger JSONL alone says its last step in its tail
             step = file_logger_last_step(self.path) if self.is_jsonl else None
+            resumes = self.resume_steps()
             return Overview(run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, touched=touched,
-                            step=step, last_step=step)
+                            step=step, last_step=step, attempts=1 + len(resumes))
         last = d.tail.last_step
         started, ended = d.started, _stamp_seconds(d.tail.last_stamp)
+        stamped = ended is not None and started is not None and ended >= started
+        lp = self.log_pass(timed=not stamped)
+        duration, estimated = (ended - started if stamped else None), False
+        if not stamped and lp is not None and (duration := lp.duration_s) is not None and started is not None:
+            ended, estimated = started + duration, True  # estimated from the step timings
+        elif not stamped:
+            ended = None
+        resumes, resumed_from = _resume_points(d, lp, self._restarts())
         first = utc(started)
         return Overview(
-            run_id=self.run_id, name=d.head.experiment or self.name, kind=self.kind, path=self.path,
-            step=_steps_done(d), max_steps=d.max_steps,
-            created=first, started=first, updated=utc(ended if ended is not None and started is not None
-                                                      and ended >= started else None),
-            model=d.model, attempts=d.attempts, eval_envs=list(d.eval_envs), flavor=d.head.flavor,
-            finished=d.tail.final_validation, last_step=last, touched=touched)
-
-    def card(self, now: float | None = None) -> Overview:
-        """The summary, completed from the metrics: a log without wall-clock stamps at its ends gets
-        its duration from the sum of its per-step `timing_s/step` (plus validation time logged
-        outside a step); its resumes count every place the steps went back, which the ends alone
-        (what the runs list reads) cannot see."""
-        ov = self.overview(now)
-        store = self.store()
-        if store is None:
-            return ov
-        if ov.step is None and (top := store.last_valued_step()) is not None:  # no metric line in the tail
-            ov.step = ov.last_step = top  # window (MiBs of other output after the last one)
-            ov = ov.at(now)
-        if ov.duration_s is None:
-            ov.duration_s = cache.shared.current(_key("verl-duration", store.path), self.metrics_version(),
-                                                 lambda: _timed_duration(self.metrics()), size=lambda _v: 64)
-        ov.attempts = max(ov.attempts, 1 + len(self.resume_steps()))
-        return ov
+            run_id=self.run_id, name=self.name, kind=self.kind, path=self.path,
+            project=d.head.project, experiment=d.head.experiment,
+            step=_steps_done(d), max_steps=d.max_steps, created=first, started=first, updated=utc(ended),
+            updated_estimated=estimated,
+            duration_s=duration, model=d.model, attempts=1 + len(resumes), resumed_from=resumed_from,
+            eval_envs=list(d.eval_envs), flavor=d.head.flavor, finished=d.tail.final_validation, last_step=last,
+            touched=touched)
 
     # Problems ------------------------------------------------------------------------------------
     def problems(self) -> list[Problem]:
@@ -313,10 +314,6 @@ class VerlRun(Run):
         return verl_dumps.read_episode(self.run_id, self.dump_dirs()[0], sample_id)
 
 
-_STEP_TIMES = ("timing_s/step", "timing/step")
-_VALIDATION_TIMES = ("timing_s/testing", "timing/testing")
-
-
 def _read_or_empty(path: str, offset: int, nbytes: int) -> bytes:
     """Bytes at `offset`, or b"" when the log went away (rotated, deleted) since it was read."""
     try:
@@ -325,19 +322,19 @@ def _read_or_empty(path: str, offset: int, nbytes: int) -> bytes:
         return b""
 
 
-def _timed_duration(tidy) -> float | None:
-    """Seconds the log's steps took: `timing_s/step` summed over steps (the last write of a step
-    counts), plus `timing_s/testing` of steps without a step time (the initial validation); None
-    when the log times no steps. A non-finite time (`inf`, `nan` logged) is left out: one would
-    make the whole sum meaningless."""
-    metric = tidy["metric"].astype(str)
-    rows = tidy[metric.isin(_STEP_TIMES + _VALIDATION_TIMES) & tidy["step"].notna() & np.isfinite(tidy["value"])]
-    if not rows["metric"].astype(str).isin(_STEP_TIMES).any():
-        return None
-    rows = rows.assign(kind=rows["metric"].astype(str).isin(_STEP_TIMES)).drop_duplicates(["step", "kind"], keep="last")
-    timed = set(rows.loc[rows["kind"], "step"])
-    extra = rows[~rows["kind"] & ~rows["step"].isin(timed)]
-    return float(rows.loc[rows["kind"], "value"].sum() + extra["value"].sum())
+def _resume_points(d: Digest | None, lp: LogPass | None, restarts: list[int]) -> tuple[list[int], list[int]]:
+    """(the chart markers of the run's resumes, the checkpoint steps the log says it resumed
+    from): a resume print's N; a place the steps went back to (or a first step above 1) that no
+    print explains, marked where its steps begin (from which checkpoint is not said: its first
+    line may be the checkpoint step's validation or the step after it)."""
+    printed = sorted(set(lp.resumed_from)) if lp is not None else []
+    seen = set(restarts)
+    if d is not None and d.first_step is not None and d.first_step > 1:
+        seen.add(d.first_step)
+    explained = {n for p in printed for n in (p, p + 1)}
+    inferred = sorted(s for s in seen if s not in explained)
+    marks = sorted(set(printed) | set(inferred))
+    return marks, printed
 
 
 def _steps_done(d: Digest) -> int | None:

@@ -144,11 +144,6 @@ class Digest:
         """Era S1 and SFT logs count steps from 0: at step N, N+1 updates are done."""
         return self.first_step == 0
 
-    @property
-    def attempts(self) -> int:
-        """Launches the ends show: a log whose first step is above 1 resumed an earlier launch."""
-        return 2 if self.first_step is not None and self.first_step > 1 else 1
-
 
 _ENTRY_BYTES = 800  # a cached (fingerprint, Digest): the tuples, dataclasses, ints and floats
 
@@ -160,7 +155,7 @@ def entry_size(strings) -> int:
 
 
 def digest_size(d: Digest) -> int:
-    return entry_size((d.head.experiment, *d.head.models, d.file_logger, *d.tail.keys, d.model, *d.eval_envs))
+    return entry_size((d.head.experiment, d.head.project, *d.head.models, d.file_logger, *d.tail.keys, d.model, *d.eval_envs))
 
 
 def log_digest(path: str) -> Digest | None:
@@ -263,9 +258,10 @@ def _with_overrides(qh: QuickHead, ends: LogEnds, pos: int) -> QuickHead:
     if not hc:
         return qh
     exp, total = hc.get("trainer.experiment_name"), hc.get("trainer.total_training_steps")
-    logger = hc.get("trainer.logger")
+    logger, project = hc.get("trainer.logger"), hc.get("trainer.project_name")
     return replace(
         qh, experiment=qh.experiment or (str(exp) if exp not in (None, "") else None),
+        project=qh.project or (str(project) if project not in (None, "") else None),
         total_steps=qh.total_steps if qh.total_steps else (total if type(total) is int and total > 0 else None),
         models=qh.models if any(qh.models) else tuple(hc.models()),
         flavor=qh.flavor if pos >= 0 else ("sft" if hc.sft else "rl"),

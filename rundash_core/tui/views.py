@@ -11,7 +11,7 @@ from ..frames import Episode, Message
 from ..logview import ESTIMATED_LEGEND, any_estimated, time_labels
 from ..present import fold_list, format_duration, format_time, step_headline, text_or
 from ..redact import redact, redact_text
-from ..run import Overview
+from ..run import Overview, resumes_text, trainer_names
 from ..trajectory import pretty_arguments, tool_calls_by_id
 from ..user_regex import UserPattern, compile_user_pattern
 from .highlight import Doc
@@ -46,9 +46,11 @@ def card_doc(ov: Overview, problems: list | None = None) -> Doc:
     """The run card as the web page shows it: headline, then one field a line, then the problems."""
     doc = Doc().line(step_headline(ov.step, ov.max_steps), "heading")
     doc.line(f"{ov.name} · {text_or(ov.kind, 'n/a')} · {text_or(ov.flavor, 'n/a')}", "muted")
+    if trainer := trainer_names(ov):
+        doc.line(trainer, "muted")
     doc.line(ov.path, "muted").line()
     for label, value in (("status", ov.status), ("duration", format_duration(ov.duration_s)),
-                         ("model", text_or(ov.model, "n/a")), ("resumes", str(max(ov.attempts - 1, 0))),
+                         ("model", text_or(ov.model, "n/a")), ("resumes", resumes_text(ov)),
                          ("train envs", fold_list(ov.train_envs, keep=6)),
                          ("eval envs", fold_list(ov.eval_envs, keep=6)),
                          ("created", format_time(ov.created)), ("updated", format_time(ov.updated))):
