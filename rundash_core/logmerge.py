@@ -63,28 +63,31 @@ def assign_times(windows: list, newest: dict | None = None) -> None:
         own = logtext.resolve_times(w.stamps, near + 3600.0 if is_copy else w.mtime)
         end = (near if is_copy else w.mtime) if w.at_end else None  # (a copy ended with the run's dated lines)
         times, estimated = estimate_times(own, w.steps, w.tied, end=end)
-        w.times = [times[i] for i in w.kept]
-        w.estimated = [estimated[i] for i in w.kept]
+        kept = np.asarray(w.kept, dtype=np.intp)
+        w.times, w.estimated = times[kept].tolist(), estimated[kept].tolist()
 
 
-def estimate_times(own: list[float], steps: list, tied: list, *, end: float | None = None
-                   ) -> tuple[list[float], list[bool]]:
+def estimate_times(own: list[float], steps: dict, tied: list, *, end: float | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Times of a file's lines read in order (`own`: each line's stamp, NaN when it has none) and
     which are estimated. The clock: each stamp not earlier than the stamps before it (a relayed
-    older stamp is shown, not followed); a `step:N … timing_s/step:X` line (`steps`) X seconds
+    older stamp is shown, not followed); a `step:N … timing_s/step:X` line (`steps`: {line: X}) X seconds
     after the clock before it (never past the next stamp), and before the first stamp X seconds
     apart going back; `end`: the last line's time (a file read to its end: its mtime, or for a
     copy the run's newest dated line). A line
     without a stamp is interpolated between the clock points around it (the first / last point's
-    time outside them); a continuation line (`tied`: a traceback) takes its record's time."""
+    time outside them); a continuation line (`tied`: their indices; a traceback) takes its record's time."""
     n = len(own)
     times = np.asarray(own, dtype="float64").reshape(n)
     unknown = np.isnan(times)
     if not unknown.any():
-        return times.tolist(), [False] * n
-    tied_at = np.fromiter(tied, dtype=bool, count=n) & unknown
-    clocked = [i for i in np.flatnonzero(~unknown | np.fromiter((x is not None for x in steps), bool, n)).tolist()
-               if not tied_at[i]]
+        return times, np.zeros(n, dtype=bool)
+    tied_at = np.zeros(n, dtype=bool)
+    tied_at[np.asarray(tied, dtype=np.intp)] = True
+    tied_at &= unknown
+    clocked = np.zeros(n, dtype=bool)
+    clocked[np.asarray(list(steps), dtype=np.intp)] = True
+    clocked = np.flatnonzero((clocked | ~unknown) & ~tied_at).tolist()
     points: list[list] = []  # [line, time] of the clock, in line order, times not decreasing
     high = -math.inf
     for i in clocked:
@@ -113,8 +116,7 @@ def estimate_times(own: list[float], steps: list, tied: list, *, end: float | No
         times[at] = np.interp(at, xp, fp)
     source = np.maximum.accumulate(np.where(tied_at, 0, np.arange(n)))  # a continuation: its record's line
     estimated = unknown & ~np.isnan(times)
-    times, estimated = times[source], estimated[source]
-    return times.tolist(), estimated.tolist()
+    return times[source], estimated[source]
 
 
 def merge(windows: list, want: int) -> tuple[pd.DataFrame, dict]:

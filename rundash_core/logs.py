@@ -96,8 +96,8 @@ class Window:
     mtime: float = 0.0
     version: tuple | None = None  # (dev, ino, mtime_ns) of the file read: a follow read tells a replaced file
     stamps: list = field(default_factory=list)  # every line's own stamp (kept or not), for dates
-    steps: list = field(default_factory=list)  # every line's step time (`logtext.step_seconds`)
-    tied: list = field(default_factory=list)  # every line: a continuation of the record before it
+    steps: dict = field(default_factory=dict)  # line (index in `stamps`) → its step time (`logtext.step_seconds`)
+    tied: list = field(default_factory=list)  # the lines (index in `stamps`) continuing the record before them
     kept: list = field(default_factory=list)  # index in `stamps` of each kept line
     estimated: list = field(default_factory=list)  # per kept line: its time is an estimate
     at_end: bool = False  # read up to where the file's complete lines end
@@ -368,16 +368,16 @@ def _finish(w: Window, lines: list, filters: Filters, *, inherit: bool = True) -
     a pattern found), filters applied; each line's stamp, step time and whether it continues a
     record, for `logmerge.assign_times`."""
     w.stamps = [line.stamp for _, line in lines]
-    w.steps = [logtext.step_seconds(line.plain) if "timing_s/step:" in line.plain else None for _, line in lines]
-    w.tied = [False] * len(lines)
+    w.steps = {i: x for i, (_, line) in enumerate(lines)
+               if "timing_s/step:" in line.plain and (x := logtext.step_seconds(line.plain)) is not None}
     level, last_router, last_actor, in_record = logtext.UNKNOWN, False, "", False
     for i, (offset, line) in enumerate(lines):
         if line.level is not None:
             level, last_router, last_actor, in_record = line.level, line.router, line.actor, True
         elif line.actor != last_actor or not inherit:  # another process's output: not a continuation
             level, last_router, last_actor, in_record = logtext.UNKNOWN, False, line.actor, False
-        else:
-            w.tied[i] = in_record and line.stamp is None
+        elif in_record and line.stamp is None:
+            w.tied.append(i)
         router = line.router or (line.level is None and last_router)
         if w.spec.only == "router" and not router or w.spec.only == "engine" and router:
             continue

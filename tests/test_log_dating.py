@@ -136,25 +136,29 @@ def test_lines_appended_without_a_stamp_to_a_live_log_are_dated_by_its_last_writ
     assert abs(new["time"].iloc[0].timestamp() - now) < 2
 
 
+def _estimated(*args, **kwargs):
+    times, estimated = estimate_times(*args, **kwargs)
+    return times.tolist(), estimated.tolist()
+
+
 def test_estimated_times_interpolate_between_stamps_and_follow_the_step_clock():
     # stamps at 0 and 100 with three lines between: evenly placed
-    times, est = estimate_times([0.0, NAN, NAN, NAN, 100.0], [None] * 5, [False] * 5)
+    times, est = _estimated([0.0, NAN, NAN, NAN, 100.0], {}, [])
     assert times == [0.0, 25.0, 50.0, 75.0, 100.0] and est == [False, True, True, True, False]
     # a traceback's lines (tied) take their record's time
-    times, est = estimate_times([0.0, NAN, NAN, 90.0], [None] * 4, [False, True, True, False])
+    times, est = _estimated([0.0, NAN, NAN, 90.0], {}, [1, 2])
     assert times == [0.0, 0.0, 0.0, 90.0] and est == [False, False, False, False]
     # one stamp, then step lines: each advances the clock by its step time; lines between follow
-    times, est = estimate_times([10.0, NAN, NAN, NAN, NAN], [None, None, 60.0, None, 30.0], [False] * 5)
+    times, est = _estimated([10.0, NAN, NAN, NAN, NAN], {2: 60.0, 4: 30.0}, [])
     assert times == [10.0, 40.0, 70.0, 85.0, 100.0] and all(est[1:])
     # a step clock never passes the next stamp; a relayed older stamp is shown, not followed
-    times, _ = estimate_times([0.0, NAN, 50.0, -500.0, NAN, 80.0], [None, 600.0, None, None, None, None],
-                              [False] * 6)
+    times, _ = _estimated([0.0, NAN, 50.0, -500.0, NAN, 80.0], {1: 600.0}, [])
     assert times == [0.0, 50.0, 50.0, -500.0, 70.0, 80.0]
     # before the first stamp, step lines step back; after the last point, the file's last write
-    times, _ = estimate_times([NAN, NAN, 100.0, NAN, NAN], [20.0, 30.0, None, None, None], [False] * 5, end=160.0)
+    times, _ = _estimated([NAN, NAN, 100.0, NAN, NAN], {0: 20.0, 1: 30.0}, [], end=160.0)
     assert times == [70.0, 100.0, 100.0, 130.0, 160.0]
     # nothing to go by: unknown, not estimated
-    times, est = estimate_times([NAN, NAN], [None, None], [False, False])
+    times, est = _estimated([NAN, NAN], {}, [])
     assert all(math.isnan(t) for t in times) and est == [False, False]
 
 
