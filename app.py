@@ -1,6 +1,8 @@
 """rundash: navigation and the shared sidebar (run selector, directories, problems).
 
-Start: `streamlit run app.py -- DIR...` (or RUNDASH_DIRS); with no directory, the built-in demo.
+Start: `rundash DIR...`, i.e. `streamlit run asgi.py -- DIR...` (this app behind the fix that lets a
+page opened by its own URL find the server at once); `streamlit run app.py -- DIR...` works too.
+RUNDASH_DIRS instead of DIRs; with no directory, the built-in demo.
 """
 import logging
 
