@@ -75,7 +75,7 @@ def test_non_literal_values_are_kept_as_their_text(tmp_path):
     assert run.configs() == {"config (from log)": cfg}
     assert whats(run) == []  # read whole: nothing to report
     ov = run.overview()
-    assert (ov.model, ov.name, ov.max_steps) == ("Qwen/Qwen2.5-7B-Instruct", "odd-values", 3)
+    assert (ov.model, ov.experiment, ov.max_steps) == ("Qwen/Qwen2.5-7B-Instruct", "odd-values", 3)
 
 
 def test_tolerant_reading_of_single_values():
@@ -193,7 +193,7 @@ def test_overrides_of_a_set_x_trace_are_the_config_and_the_card(tmp_path):
         "train_files": "['/d/gsm8k/train.parquet', '/d/math/train.parquet']"}
     assert whats(run) == []
     ov = run.overview()
-    assert (ov.model, ov.name, ov.max_steps, ov.flavor) == (
+    assert (ov.model, ov.experiment, ov.max_steps, ov.flavor) == (
         "deepseek-ai/deepseek-llm-7b-chat", "ds7b-grpo-final", 3, "rl")
 
 
@@ -234,7 +234,7 @@ def test_markdown_preamble_with_exports_and_continuation_lines(tmp_path):
                                        "EXP": "qwen7b-math"},
     }
     ov = run.overview()
-    assert (ov.model, ov.name) == ("Qwen2.5-7B-Instruct", "qwen7b-math-1")
+    assert (ov.model, ov.experiment) == ("Qwen2.5-7B-Instruct", "qwen7b-math-1")
 
 
 def test_overrides_in_one_quoted_argument_and_an_sft_torchrun(tmp_path):
@@ -273,14 +273,14 @@ def test_a_cut_print_and_overrides_are_both_shown(tmp_path):
                            "shell variables (log head)"]
     assert run.config() == files["overrides (command line)"]  # no print read whole: the overrides
     ov = run.overview()  # the cut print names no experiment: the command line does
-    assert (ov.name, ov.max_steps, ov.model) == ("ds7b-grpo-final", 3, "Qwen/Qwen2.5-0.5B-Instruct")  # the print's
+    assert (ov.experiment, ov.max_steps, ov.model) == ("ds7b-grpo-final", 3, "Qwen/Qwen2.5-0.5B-Instruct")  # the print's
 
 
 def test_a_whole_print_is_the_config_even_with_a_command_line(tmp_path):
     run = open_log(tmp_path, TRACE + ODD_PRINT + METRICS)
     assert list(run.configs()) == ["config (from log)"]
     assert run.config()["trainer"]["experiment_name"] == "odd-values"
-    assert run.overview().name == "odd-values"
+    assert run.overview().experiment == "odd-values"
 
 
 def test_no_config_anywhere_is_still_no_config(tmp_path):
