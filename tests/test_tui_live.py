@@ -57,7 +57,7 @@ def finished_run(tmp_path) -> Path:
     return copy_run(NEW_RUN, tmp_path / "runs")
 
 
-async def until(pilot, check, timeout: float = 20.0) -> bool:
+async def until(pilot, check, timeout: float = 45.0) -> bool:
     """Pause until `check()` holds (the app's timers run meanwhile); False at the timeout."""
     end = time.monotonic() + timeout
     while not check():

@@ -14,8 +14,11 @@ between (both must be skipped). Then measures, each in a fresh process:
 - `verify`: discover's step and status per run against a full parse of the log (its metric
   store: last step, final-validation print) for a sample of runs, at the same `now`.
 
-Targets (ratios within one run): cold ≤ 25× reading alone, ≥ 20× faster than whole-file scans,
-warm ≤ 2× the floor.
+Targets (ratios within one run): cold ≥ 3× faster than whole-file scans, warm ≤ 2× the floor.
+Cold against reading alone is reported, not held to a target: the one summary of a verl log
+(`io/verl_pass`: its resume prints, and its step timings when its end has no time stamp) reads
+each log whole once, then only its appended bytes, so cold discovery costs one pass over every
+byte (before that summary it read only the ends: 0.56 s for 600 logs, 25× less than the scan).
 """
 from __future__ import annotations
 
@@ -32,8 +35,7 @@ from .common import (add_common_options, best_of, cpu_note, format_table, mb, pa
 from ..io.verl_steps import _is_validation_key
 from .verl import _STEP, sample_dir, sample_logs
 
-COLD_VS_ENDS = 25.0  # cold discover at most 25× reading the ends of every log
-SCAN_VS_COLD = 20.0  # and at least 20× faster than reading every log whole
+SCAN_VS_COLD = 3.0  # cold discover at least 3× faster than reading every log whole and searching it
 WARM_VS_FLOOR = 2.0  # warm discover at most 2× the bare listing
 RUNNING = 0.05  # share of logs written "just now" (status running)
 _FINAL = b"Final validation metrics"
@@ -244,8 +246,7 @@ def build_report(gen: Generated, results: dict) -> tuple[str, dict]:
     checks = {"cold_vs_ends": cold / ends, "scan_vs_cold": scan / cold, "warm_vs_floor": warm / fl,
               "verify_ok": bool(ver["ok"]), "warm_same": bool(results["warm"]["same_as_cold"])}
     check_rows = [
-        ["cold / reading alone", f"{checks['cold_vs_ends']:.1f}×", f"≤ {COLD_VS_ENDS:.0f}×",
-         pass_miss(checks["cold_vs_ends"] <= COLD_VS_ENDS)],
+        ["cold / reading alone", f"{checks['cold_vs_ends']:.1f}×", "(one pass over every byte)", "info"],
         ["whole-file scan / cold", f"{checks['scan_vs_cold']:.1f}×", f"≥ {SCAN_VS_COLD:.0f}×",
          pass_miss(checks["scan_vs_cold"] >= SCAN_VS_COLD)],
         ["warm / floor", f"{checks['warm_vs_floor']:.1f}×", f"≤ {WARM_VS_FLOOR:.0f}×",
