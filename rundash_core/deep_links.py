@@ -8,7 +8,7 @@ of a page path gets a small script that sets it: the address bar's path without 
 segments. It is worked out in the browser from the address bar, so a proxy that adds or strips
 a prefix in front of the server (or --base-path) still gets the right base.
 
-Plain ASGI (no Streamlit import): `asgi.py` wraps the app with it (`st.App(middleware=…)`).
+Plain ASGI (no Streamlit import): `app.py` wraps itself with it (`st.App(middleware=…)`).
 """
 from __future__ import annotations
 

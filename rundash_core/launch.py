@@ -67,9 +67,9 @@ class Plan:
         return f"http://{url_host(self.host)}:{self.port}{self.base_path}/"
 
     def command(self, app: Path) -> list[str]:
-        """`python -m streamlit run asgi.py` (app.py with deep links fixed, next to it) with the server
-        options and the dirs after `--`."""
-        cmd = [sys.executable, "-m", "streamlit", "run", str(app.with_name("asgi.py")), "--server.port", str(self.port),
+        """`python -m streamlit run app.py` (served through its ASGI app, deep links fixed) with the
+        server options and the dirs after `--`."""
+        cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(self.port),
                "--server.headless", "true", "--server.maxUploadSize", str(max(1, max_bytes() >> 20))]  # Import page
         if self.host:
             cmd += ["--server.address", self.host]

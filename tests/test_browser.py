@@ -1,4 +1,4 @@
-"""The whole app in a real browser: `streamlit run asgi.py -- DIR` (app.py as `rundash` serves it)
+"""The whole app in a real browser: `streamlit run app.py -- DIR` (as `rundash` serves it)
 driven by Playwright + Chromium."""
 from __future__ import annotations
 
@@ -32,13 +32,13 @@ def _free_port() -> int:
 
 
 def _serve(out: Path | None, extra_env: dict) -> tuple[subprocess.Popen, str]:
-    """`streamlit run asgi.py -- OUT` (no OUT: the demo) on a free port; returns once it answers
+    """`streamlit run app.py -- OUT` (no OUT: the demo) on a free port; returns once it answers
     its health check."""
     port = _free_port()
     env = {**os.environ, **extra_env}
     env.pop("RUNDASH_DIRS", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "asgi.py", "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", *(["--", str(out)] if out else [])],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

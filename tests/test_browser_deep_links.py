@@ -1,7 +1,7 @@
 """Every page opened by a deep link (/<page>?run=<id>, a link a colleague pastes) loads with no
 browser console error, no failed request and no 4xx/5xx response: at the server root and under
 `--base-path /rundash`, both started by `rundash` itself. Streamlit's frontend alone probes
-/<page>/_stcore/health and /<page>/_stcore/host-config first (two 404s); `asgi.py` tells it where
+/<page>/_stcore/health and /<page>/_stcore/host-config first (two 404s); `app.py` (its ASGI app) tells it where
 the server is (`rundash_core.deep_links`)."""
 from __future__ import annotations
 

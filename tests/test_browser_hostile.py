@@ -1,4 +1,4 @@
-"""The hostile tree of test_hostile.py in a real browser, served by `streamlit run asgi.py -- ROOT`
+"""The hostile tree of test_hostile.py in a real browser, served by `streamlit run app.py -- ROOT`
 (the roots: the start directory): its pages show no secret value, nothing from outside the roots,
 no traceback, no Streamlit exception box and no browser console error, and nothing the server sends
 over its websocket (what the browser holds, shown or not) carries any of them. Run-provided HTML
@@ -73,7 +73,7 @@ class Watched:
             "framereceived", lambda data: self.frames.append(data if isinstance(data, bytes) else data.encode())))
 
     def _console(self, msg) -> None:
-        if msg.type == "error":  # none tolerated: a page opened at /<page> finds its server first (asgi.py)
+        if msg.type == "error":  # none tolerated: a page opened at /<page> finds its server first (app.py's ASGI app)
             self.errors.append(f"console: {msg.text} ({msg.location.get('url')})")
 
     def open(self, url: str, heading: re.Pattern) -> None:

@@ -41,13 +41,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_plan_runs_streamlit_on_asgi_py_with_every_setting(tmp_path):
+def test_plan_runs_streamlit_on_app_py_with_every_setting(tmp_path):
     root = tmp_path / "team"
     out = copy_run(NEW_RUN, root / "outputs").parent
     port = _free_port()
     plan = _plan([str(out), "--port", str(port), "--host", "127.0.0.1", "--base-path", "/rd/", "--roots", str(root)])
     cmd = plan.command(launch.app_path())
-    assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", str(launch.app_path().with_name("asgi.py"))]
+    assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", str(launch.app_path())]
     assert Path(cmd[4]).is_file()  # app.py served with the deep-link fix (test_browser_deep_links)
     assert cmd[cmd.index("--server.port") + 1] == str(port)
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"

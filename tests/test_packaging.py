@@ -85,7 +85,7 @@ def test_wheel_installs_app_as_data_files_not_modules(venv):
     assert pkg.is_relative_to(site) and not pkg.is_relative_to(ROOT)
     assert not (site / "app.py").exists() and not (site / "pages").exists()
     share = (venv / "share" / "rundash").resolve()
-    for f in ("app.py", "asgi.py", "pages/overview.py", "pages/_ui.py", ".streamlit/config.toml"):
+    for f in ("app.py", "pages/overview.py", "pages/_ui.py", ".streamlit/config.toml"):
         assert (share / f).is_file(), f
     assert app == share / "app.py"
 
