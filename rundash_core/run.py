@@ -200,12 +200,9 @@ class Run(abc.ABC):
     # Summary -------------------------------------------------------------------------------------
     @abc.abstractmethod
     def overview(self, now: float | None = None) -> Overview:
-        """The run card and the runs-list row: cheap (file ends and stats), cached by the files'
-        fingerprints, status as of `now`."""
-
-    def card(self, now: float | None = None) -> Overview:
-        """`overview()` (kept for the API: the card is the one summary, nothing more)."""
-        return self.overview(now)
+        """The run's one summary: what the card, the runs list, `rundash status`, the check-in, the
+        terminal view, Compare and the AI context show; cached by the files' fingerprints, status
+        as of `now`."""
 
     # Metrics -------------------------------------------------------------------------------------
     @abc.abstractmethod

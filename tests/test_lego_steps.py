@@ -111,7 +111,7 @@ def test_the_demo_counts_by_folder_with_a_gap_and_agrees_with_the_card(demo_runs
     """The demo is fully-async: its card says step 12 of 12; its validation dumps are trainer steps
     0, 6 and 12; its training folders (2–13, 39–50) are Harbor step folders, with a gap between."""
     _, run = lego_of(demo_runs[1])
-    card = run.card()
+    card = run.overview()
     assert (card.step, card.max_steps) == (12, 12)
     s = run.samples()
     assert sorted(s["step"].dropna().unique()) == [0, 6, 12] and s["step"].max() == card.step

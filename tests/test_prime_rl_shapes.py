@@ -29,7 +29,7 @@ def _problems(run, path: Path) -> list[str]:
 
 def _shows(run) -> None:
     """Every view answers (no traceback) on the run."""
-    run.overview(), run.card(), run.metrics(), run.config(), run.configs(), run.logs(), run.samples()
+    run.overview(), run.overview(), run.metrics(), run.config(), run.configs(), run.logs(), run.samples()
     run.validation(), run.live_samples(), run.problems(), run.attempts(), run.resume_steps()
 
 

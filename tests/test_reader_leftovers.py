@@ -53,7 +53,7 @@ def test_prime_rl_last_rows_of_nan_or_text_do_not_set_the_step(tmp_path):
              {"step": 7, "note": "checkpoint saved", "time": T0 + 7}]  # a step logging only text
     run_dir = make_rl_run(tmp_path / "out", "nan-tail", rows=rows)
     run = rd.open_run(run_dir)
-    assert (run.overview().step, run.overview().last_step, run.card().step) == (5, 5, 5)
+    assert (run.overview().step, run.overview().last_step, run.overview().step) == (5, 5, 5)
     assert listed_step(tmp_path / "out", run.run_id) == 5 and max(finite_steps(run)) == 5
 
 
@@ -83,7 +83,7 @@ def test_verl_log_whose_last_lines_are_nan(tmp_path):
         + ["(TaskRunner pid=1) step:5 - actor/pg_loss:nan - timing_s/step:np.float64(nan)\n",
            "(TaskRunner pid=1) step:6 - actor/pg_loss:-nan\n", "noise after the run\n"]))
     run = rd.open_run(log)
-    assert (run.overview().step, run.card().step, listed_step(tmp_path, "nan")) == (4, 4, 4)
+    assert (run.overview().step, run.overview().step, listed_step(tmp_path, "nan")) == (4, 4, 4)
     assert max(finite_steps(run)) == 4
 
 
@@ -135,7 +135,7 @@ def spam_log(path: Path, last: int, spam_bytes: int, spam: bytes = SPAM) -> Path
 def test_runs_list_step_of_a_log_ending_in_mibs_of_other_output(tmp_path):
     log = spam_log(tmp_path / "spam.log", 12, 3 << 20)
     run = rd.open_run(log)
-    assert (listed_step(tmp_path, "spam"), run.overview().step, run.card().step) == (12, 12, 12)
+    assert (listed_step(tmp_path, "spam"), run.overview().step, run.overview().step) == (12, 12, 12)
 
 
 def test_a_growing_log_searches_only_its_appended_bytes(tmp_path, monkeypatch):
@@ -170,7 +170,7 @@ def test_the_search_before_the_window_is_bounded(tmp_path, monkeypatch):
     summary) give up (no step); the metrics (a full parse) still have it."""
     monkeypatch.setattr(verl_far, "FAR_BYTES", 1 << 20)
     log = spam_log(tmp_path / "far.log", 5, 3 << 20)
-    assert listed_step(tmp_path, "far") is None and rd.open_run(log).card().step is None
+    assert listed_step(tmp_path, "far") is None and rd.open_run(log).overview().step is None
     assert rd.open_run(log).metrics()["step"].max() == 5
     cache.shared.clear()
     monkeypatch.setattr(verl_far, "FAR_BYTES", 8 << 20)

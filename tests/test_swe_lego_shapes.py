@@ -63,7 +63,7 @@ def all_views(run) -> None:
     assert frames.check(run.validation(), frames.VALIDATION) == []
     assert frames.check(run.val_cot(), frames.VAL_COT) == []
     assert frames.check(run.failure_modes(), frames.FAILURE_MODES) == []
-    run.overview(), run.card(), run.metrics(), run.problems(), run.folders()
+    run.overview(), run.overview(), run.metrics(), run.problems(), run.folders()
     for sid in samples["sample_id"][::5]:
         assert run.episode(sid).sample_id == sid
 
@@ -389,7 +389,7 @@ def test_thousands_of_trials_list_without_reading_them(work, monkeypatch):
     t0 = time.perf_counter()
     assert list(rd.discover([work])["run_id"]) == [EXP]
     run = rd.open_run(log_of(work))
-    run.overview(), run.card()
+    run.overview(), run.overview()
     folders = run.folders()
     assert len(reads) <= 50  # only the newest folder's trials date the run
     assert folders.set_index("step").loc[1010, "trials"] == 50 and len(folders) == 43

@@ -93,7 +93,7 @@ def test_the_runs_list_shows_every_run_and_enter_opens_its_card(demo_runs):
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, RunScreen) and app.screen.run.run_id == runs.run_id[2]
-        card = app.screen.run.card()
+        card = app.screen.run.overview()
         text = on_screen(app)
         assert f"step {card.step}" in text and re.search(rf"status +{card.status}", text)
         await pilot.press("escape")

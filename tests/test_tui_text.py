@@ -145,7 +145,7 @@ def test_runs_rows_show_kind_status_step_and_update_time(demo_runs):
 def test_the_card_has_the_run_cards_fields_and_its_problems(demo_runs):
     _folder, runs = demo_runs
     run = rd.open_run(runs.path[0])
-    ov = run.card()
+    ov = run.overview()
     text = card_doc(ov, [rd.Problem("/x/metrics.jsonl", "bad line", count=3)]).text
     assert text.startswith(f"step {ov.step}") and ov.model in text and ov.status in text
     assert "1 problem reading this run" in text and "/x/metrics.jsonl: bad line ×3" in text

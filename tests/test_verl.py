@@ -291,7 +291,7 @@ def test_steps_merge_and_resumes_open_attempts(tmp_path):
     assert (got[(3, "a")], got[(1, "c")], got[(1, "b")], got[(2, "val/x")]) == (33.0, 1.0, 1.0, 0.2)
     assert run.attempts() == [1, 2] and run.latest_attempt() == 2
     # the one summary reads the log's pass (appended bytes only): a launch appended mid-file is in it
-    assert run.overview().attempts == run.card().attempts == 2 and run.resume_steps() == [2]
+    assert run.overview().attempts == run.overview().attempts == 2 and run.resume_steps() == [2]
     assert run.overview().resumed_from == []  # no resume print: from which checkpoint is not said
     wide = run.metrics_wide()
     assert list(wide["step"]) == [0, 1, 2, 3, 4] and list(wide["a"].fillna(-1)) == [-1, 1.0, 2.0, 33.0, 4.0]
@@ -475,14 +475,14 @@ def test_the_card_of_a_log_without_stamps_times_it_by_its_steps(tmp_path):
     lines += [f"step:{s} - actor/pg_loss:0.1 - timing_s/step:100.0\n" for s in range(1, 6)]
     lines += ["step:5 - timing_s/step:110.0\n"]  # a step written again was run again: its time counts too
     log = write(tmp_path / "a" / "run.log", "".join(lines))
-    card = rd.open_run(log).card()
+    card = rd.open_run(log).overview()
     assert card.duration_s == pytest.approx(30.0 + 5 * 100.0 + 110.0)
     assert rd.open_run(log).overview().duration_s == card.duration_s
     assert rd.discover([tmp_path / "a"])["duration_s"].iloc[0] == pytest.approx(card.duration_s)
     copy = tmp_path / "b" / "run.log"
     copy.parent.mkdir()
     shutil.copy(log, copy)
-    assert rd.open_run(copy).card().duration_s == card.duration_s
+    assert rd.open_run(copy).overview().duration_s == card.duration_s
 
 
 def test_a_log_begun_by_torchrun_glog_lines_starts_there(tmp_path):

@@ -29,7 +29,7 @@ def sft_lines() -> list[bytes]:
 
 def everything(run) -> None:
     """Every view a page asks for; none may raise."""
-    run.metrics(), run.overview(), run.card(), run.validation(), run.samples(), run.problems()
+    run.metrics(), run.overview(), run.overview(), run.validation(), run.samples(), run.problems()
     run.attempts(), run.resume_steps(), run.config(), run.configs(), run.logs(), run.metrics_wide()
 
 
@@ -87,7 +87,7 @@ def test_a_rewritten_sample_log_has_the_samples_metrics(tmp_path, sample, shape)
     assert ref_merged(ref_lines(path.read_bytes())).items() <= got.items()  # + era S1's pprint validation rows
     assert run.validation().reset_index(drop=True).equals(base.validation().reset_index(drop=True))
     assert not run.validation().empty and run.config() == base.config() != {}
-    card, want = run.card(), base.card()
+    card, want = run.overview(), base.overview()
     for field in ("step", "max_steps", "model", "attempts", "eval_envs", "finished", "flavor"):
         assert getattr(card, field) == getattr(want, field), field
     assert run.attempts() == [1]
@@ -110,7 +110,7 @@ def test_appended_launches_count_their_resumes_and_keep_the_newest_values(tmp_pa
     run = rd.open_run(write(tmp_path / "appended.log", data))
     got = tidy_map(run)
     assert got == ref_merged(ref_lines(data)) == tidy_map(rd.open_run(SFT))  # the last launch wins
-    assert run.resume_steps() == [0, 30] and run.attempts() == [1, 2, 3] and run.card().attempts == 3
+    assert run.resume_steps() == [0, 30] and run.attempts() == [1, 2, 3] and run.overview().attempts == 3
     wide = run.metrics_wide()
     assert list(wide["step"]) == list(range(59))  # one row per step: no duplicate, no lost step
 
@@ -120,7 +120,7 @@ def test_a_log_resumed_into_a_new_file_starts_above_step_one(tmp_path):
     start = lines.index(next(ln for ln in lines if ln.startswith(b"step:40 ")))
     run = rd.open_run(write(tmp_path / "resumed.log", b"".join(lines[:8] + lines[start:])))
     assert min(s for s, _k in tidy_map(run)) == 40
-    assert run.resume_steps() == [40] and run.card().attempts == 2 and run.overview().attempts == 2
+    assert run.resume_steps() == [40] and run.overview().attempts == 2 and run.overview().attempts == 2
 
 
 def test_a_step_line_split_by_another_writer_loses_only_that_line(tmp_path):
@@ -146,7 +146,7 @@ def test_nan_inf_and_numpy_values(tmp_path):
     got = tidy_map(run)
     assert got == ref_merged(ref_lines(data))
     assert (got[(1, "b")], got[(1, "c")], got[(2, "a")]) == (math.inf, -math.inf, 0.5) and (1, "a") not in got
-    assert run.card().duration_s == 15.0  # an infinite step time does not make the run last forever
+    assert run.overview().duration_s == 15.0  # an infinite step time does not make the run last forever
 
 
 def test_empty_config_only_and_binary_logs_show_with_a_problem(tmp_path):
@@ -167,13 +167,13 @@ def test_fresh_copies_keep_the_logs_own_times(tmp_path):
     before it count. (A cut copy without a stamp after its start looks like a live run: running
     until its file time is a few minutes old.)"""
     data = DQ.read_bytes()
-    whole = rd.open_run(write(tmp_path / "whole.log", data, mtime=None)).card()
+    whole = rd.open_run(write(tmp_path / "whole.log", data, mtime=None)).overview()
     assert (whole.status, whole.step, whole.started.isoformat(), whole.duration_s) == (
         "completed", 210, "2025-06-18T16:49:37+00:00", 85262.0)
     end = data.index(b"step:20 - ")
     path = write(tmp_path / "cut.log", data[: end + 40], mtime=None)
     run = rd.open_run(path)
-    assert run.card().step == 19 and run.card().started == whole.started
+    assert run.overview().step == 19 and run.overview().started == whole.started
     assert tidy_map(run) == ref_merged(ref_lines(path.read_bytes()))
     assert any("last line is incomplete" in p.what for p in run.problems())
 
@@ -181,7 +181,7 @@ def test_fresh_copies_keep_the_logs_own_times(tmp_path):
 def test_a_log_ending_in_mibs_of_other_output_shows_its_step_on_the_card(tmp_path):
     data = SFT.read_bytes() + b"tensor([" + b"0.1234, " * (1 << 18) + b"])\n"
     run = rd.open_run(write(tmp_path / "tail.log", data))
-    assert run.card().step == run.card().last_step == 58
+    assert run.overview().step == run.overview().last_step == 58
 
 
 def test_a_file_logger_jsonl_alone_shows_its_last_step(tmp_path):
@@ -193,7 +193,7 @@ def test_a_file_logger_jsonl_alone_shows_its_last_step(tmp_path):
     os.utime(path, (OLD, OLD))
     run = rd.open_run(path)
     everything(run)
-    assert run.overview().step == run.card().step == 2000 == rd.discover([tmp_path])["step"].iloc[0]
+    assert run.overview().step == run.overview().step == 2000 == rd.discover([tmp_path])["step"].iloc[0]
     assert tidy_map(run)[(2000, "a")] == 1000.0 and (1, "b") not in tidy_map(run)
     found = whats(run)
     assert found["not JSON"].line == 2001 and found["not JSON"].path == str(path)
@@ -214,8 +214,8 @@ def test_a_file_logger_jsonl_restarted_by_a_resume_keeps_the_earlier_steps_from_
     everything(run)
     assert tidy_map(run) == {**{(s, "a"): float(s) for s in (1, 2)}, **{(s, "a"): s + 0.25 for s in range(3, 8)},
                              **{(s, "timing_s/step"): 1.0 if s < 3 else 2.0 for s in range(1, 8)}}
-    assert run.resume_steps() == [3] and run.attempts() == [1, 2] and run.card().attempts == 2
-    assert (run.card().step, run.card().duration_s) == (7, 10.0)  # the console log's step times (its pass)
+    assert run.resume_steps() == [3] and run.attempts() == [1, 2] and run.overview().attempts == 2
+    assert (run.overview().step, run.overview().duration_s) == (7, 10.0)  # the console log's step times (its pass)
     assert list(run.metrics_wide()["step"]) == [1, 2, 3, 4, 5, 6, 7]
 
 

@@ -174,7 +174,7 @@ class RunScreen(Screen):
 
     def show_card(self) -> None:
         try:
-            card = self.run.card(time.time())
+            card = self.run.overview(time.time())
             self.status = card.status
             doc = card_doc(card, self.run.problems())
         except Exception as e:  # noqa: BLE001 - the other tabs still work
