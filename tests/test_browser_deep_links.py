@@ -5,12 +5,7 @@ browser console error, no failed request and no 4xx/5xx response: at the server 
 the server is (`rundash_core.deep_links`)."""
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
@@ -18,8 +13,8 @@ import pytest
 from playwright.sync_api import expect
 
 from rundash_core import deep_links
-from test_browser import _free_port, browser  # noqa: F401 (browser: the module-scoped Chromium)
-from test_browser_offline import nav_pages
+from test_browser import browser  # noqa: F401 (browser: the module-scoped Chromium)
+from test_browser_offline import launched_rundash, nav_pages
 
 DATA = Path(__file__).resolve().parent / "data"
 RUN_ID = "math-python+wiki-search--qwen3-4b--0b45f1ec"
@@ -28,29 +23,8 @@ TIMEOUT = 60_000  # ms: two cores shared with whatever else runs
 
 def _launch(base: Path, base_path: str | None):
     """`rundash OUT --port P [--base-path …]` (default host: 127.0.0.1); yields the app's URL."""
-    port = _free_port()
-    env = {**os.environ, "RUNDASH_CACHE_DIR": str(base / "cache")}
-    for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"):
-        env.pop(k, None)
-    log_path = base / f"launcher-{port}.log"
-    log = log_path.open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.cli", str(base / "outputs"), "--port", str(port),
-                             *(["--base-path", base_path] if base_path else [])], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.time() + 90
-        while "rundash is serving at" not in log_path.read_text():
-            assert proc.poll() is None and time.time() < deadline, log_path.read_text()
-            time.sleep(0.3)
+    with launched_rundash(base, [str(base / "outputs"), *(["--base-path", base_path] if base_path else [])]) as (port, _log):
         yield f"http://127.0.0.1:{port}{base_path or ''}"
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ navigation renders under /rd/ with no exception and no outside request; a bundle
 Import page becomes a run of the session, a hostile one is refused."""
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -42,27 +43,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """`rundash --yes --base-path /rd` started from an empty folder: the guided start finds no runs
-    and serves the demo."""
-    base = tmp_path_factory.mktemp("offline")
-    (base / "work").mkdir()
+@contextlib.contextmanager
+def launched_rundash(base: Path, args: list[str], *, cwd: Path | None = None):
+    """`rundash ARGS` (the launcher, its own process group, caches under `base`) until it says it is
+    serving; yields (port, log path); stopped with Ctrl-C on the group (SIGKILL after 20 s)."""
     port = _free_port()
     env = {**os.environ, "RUNDASH_CACHE_DIR": str(base / "cache")}
     for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"):
         env.pop(k, None)
-    log = (base / "launcher.log").open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.cli", "--yes", "--port", str(port), "--host",
-                             "127.0.0.1", "--base-path", BASE], cwd=base / "work", env=env, stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}{BASE}/"
+    log_path = base / f"launcher-{port}.log"
+    log = log_path.open("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.cli", *args, "--port", str(port)], cwd=cwd, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 90
-        while "rundash is serving at" not in (base / "launcher.log").read_text():
-            assert proc.poll() is None and time.time() < deadline, (base / "launcher.log").read_text()
+        while "rundash is serving at" not in log_path.read_text():
+            assert proc.poll() is None and time.time() < deadline, log_path.read_text()
             time.sleep(0.3)
-        yield {"url": url, "port": port, "log": base / "launcher.log"}
+        yield port, log_path
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -71,6 +69,16 @@ def server(tmp_path_factory):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`rundash --yes --base-path /rd` started from an empty folder: the guided start finds no runs
+    and serves the demo."""
+    base = tmp_path_factory.mktemp("offline")
+    (base / "work").mkdir()
+    with launched_rundash(base, ["--yes", "--host", "127.0.0.1", "--base-path", BASE], cwd=base / "work") as (port, log):
+        yield {"url": f"http://127.0.0.1:{port}{BASE}/", "port": port, "log": log}
 
 
 @pytest.fixture(scope="module")
