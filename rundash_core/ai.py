@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator, Mapping
 
+from .gate import gated
 from .health import Signals, health, health_state
 from .health_rules import val_series
 from .present import format_duration, format_time, shorten, text_or
@@ -180,12 +181,13 @@ def cut_to_budget(parts: Iterable[str], budget_tokens: int) -> str:
 
 def analysis_context(run, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS, now: float | None = None,
                      samples: int = 2) -> str:
-    """What would be sent about `run`: card, findings, metric summaries, validation, transcripts."""
+    """What would be sent about `run`: card, findings, metric summaries, validation, transcripts;
+    built from the run's gated readers, and gated whole (it leaves the machine; even a revealing run)."""
     signals = Signals.from_run(run, now=now)
     width = max(400, budget_tokens * 4 // 8)
     parts = [_card(signals), _findings(signals), _validation(signals), _metrics(signals),
              _samples(run, count=samples, width=width)]
-    return cut_to_budget(parts, budget_tokens)
+    return gated(cut_to_budget(parts, budget_tokens))
 
 
 def compare_context(run, other, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS, now: float | None = None) -> str:
@@ -197,7 +199,7 @@ def compare_context(run, other, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS, n
 
 def build_messages(context: str, question: str) -> list[dict]:
     return [{"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": f"{context}\n\n# Question\n{question}"}]
+            {"role": "user", "content": gated(f"{context}\n\n# Question\n{question}")}]  # the gate: it leaves the machine
 
 
 def reward_drop_step(findings) -> int | None:

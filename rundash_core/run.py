@@ -23,6 +23,7 @@ import pandas as pd
 
 from . import frames
 from .frames import Episode
+from .gate import GATED, gate_method
 
 KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
 STATUSES = ("running", "completed", "stopped", "unknown")
@@ -179,10 +180,23 @@ def path_run_id(path: str) -> str:
 
 class Run(abc.ABC):
     """Base class of every source's run: the abstract readers, and the defaults every kind shares
-    (empty frames of the right schema for what a kind does not have)."""
+    (empty frames of the right schema for what a kind does not have).
+
+    The one gate (`rundash_core.gate`): every reader in `gate.GATED` (samples, episode, logs,
+    configs, reports, problems, ...) answers with secrets hidden, in every subclass too (wrapped
+    here, in `__init_subclass__`), so no surface can read run text around it. `reveal=True` (or
+    `rd.open_run(path, reveal=True)`) is a notebook's explicit opt-in to raw values;
+    `config(redacted=False)` / `configs(redacted=False)` the same for one call."""
 
     kind: str = "unknown"
     capabilities: frozenset[str] = frozenset({"metrics"})
+    reveal: bool = False  # raw values from every reader (the run's owner, in a notebook)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in GATED:
+            if name in cls.__dict__:
+                setattr(cls, name, gate_method(cls.__dict__[name]))
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         self.path = os.path.abspath(os.fspath(path))
@@ -220,16 +234,14 @@ class Run(abc.ABC):
 
     # Config --------------------------------------------------------------------------------------
     def config(self, *, redacted: bool = True) -> dict:
-        """The resolved config of the latest attempt ({} when the run has none), secrets hidden
-        (`rundash_core.redact`; `redacted=False` for the run's owner in a notebook)."""
-        value = self.read_config()
-        return _redact(value) if redacted else value
+        """The resolved config of the latest attempt ({} when the run has none), secrets hidden by
+        the gate (`redacted=False` for the run's owner in a notebook)."""
+        return self.read_config()
 
     def configs(self, attempt: int | None = None, *, redacted: bool = True) -> dict[str, object]:
         """Every config file of an attempt (default: the latest), by relative name, secrets hidden
-        (text files with `redact_text`)."""
-        files = self.read_configs(attempt)
-        return {name: _redact(v) for name, v in files.items()} if redacted else files
+        by the gate (text files with `redact_text`; `redacted=False`: as the files say)."""
+        return self.read_configs(attempt)
 
     @abc.abstractmethod
     def read_config(self) -> dict:
@@ -328,10 +340,8 @@ class Run(abc.ABC):
         return frames.empty(frames.REPORTS)
 
 
-def _redact(value):
-    from .redact import redact, redact_text  # (the contract does not need it to import)
-
-    return redact_text(value) if isinstance(value, str) else redact(value)
+for _name in GATED:  # the base class's own readers (the defaults) pass the gate too
+    setattr(Run, _name, gate_method(getattr(Run, _name)))
 
 
 def wide_metrics(tidy: pd.DataFrame, *, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:

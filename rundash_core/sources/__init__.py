@@ -82,8 +82,9 @@ def runs_among(entries: list[os.DirEntry]) -> dict[str, type[Run]]:
     return found
 
 
-def open_run(path: str | os.PathLike, run_id: str | None = None) -> Run:
-    """Open a run (directory or file) of any supported kind; RunError says why when it is not."""
+def open_run(path: str | os.PathLike, run_id: str | None = None, *, reveal: bool = False) -> Run:
+    """Open a run (directory or file) of any supported kind; RunError says why when it is not.
+    Its readers hide secrets (`rundash_core.gate`); `reveal=True`: raw values, for a notebook."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.lexists(path):
         raise RunError(f"{path}: no such file or directory")
@@ -94,4 +95,6 @@ def open_run(path: str | os.PathLike, run_id: str | None = None) -> Run:
         kinds = "; ".join(s.describe for s in SOURCES if s.describe)
         what = "directory" if os.path.isdir(path) else "file"
         raise RunError(f"{path}: not a run {what} of a supported kind ({kinds})")
-    return cls(path, run_id=run_id)
+    run = cls(path, run_id=run_id)
+    run.reveal = reveal
+    return run
