@@ -11,8 +11,15 @@ comes first, it is skipped (no empty line). A file that shrank or was replaced (
 the last bytes looked at changed) is read again from the start, and the caller is told to drop
 what it built.
 
-Format readers build on it: `JsonlTail` reads everything new at once, `VerlLogTail` asks for
-blocks of about a megabyte so a 1 GB console log never sits in memory whole.
+Format readers build on it: `JsonlTail` reads everything new window by window, `VerlLogTail`
+asks for blocks of about a megabyte so a 1 GB console log never sits in memory whole.
+
+Reads stay in bounded windows whatever the bytes: one look reads at most WINDOW_BYTES; a line
+longer than LINE_CAP is cut there (its rest skipped to its newline; with `cr_ends`, the format's
+`\r` redraws, its last redraw is kept) and named; a run of NUL_RUN_BYTES or more NUL bytes (a
+sparse hole, or the zeros a crash while writing leaves) ends the line before it and is skipped
+and named, holes found by SEEK_DATA / SEEK_HOLE without reading them (`io.holes`). What was cut
+or skipped is in `skipped` (sentence, byte offset) for the format reader to name.
 """
 from __future__ import annotations
 
@@ -21,10 +28,14 @@ import time
 from dataclasses import dataclass
 
 from .files import FileId, describe_unreadable, file_id, read_range
+from .holes import NUL_RUN_BYTES, line_end, nul_run, size_text
 
 CHECKPOINT_BYTES = 64  # the last bytes looked at; if they change, the file was rewritten, not appended
 SETTLE_S = 5.0  # a last line without its newline is read once the file has been still this long
 KEEP_BYTES = 8 << 20  # a partial line kept in memory between looks; a longer one is read again once whole
+WINDOW_BYTES = 64 << 20  # the most one look reads, whatever the caller asks
+LINE_CAP = 16 << 20  # a line longer than this is cut here (the rest skipped to its newline)
+MAX_SKIPPED = 50  # cut lines and NUL runs named per file version (the rest only counted)
 
 
 @dataclass
@@ -58,6 +69,8 @@ class NewLines:
 class ByteTail:
     """Follows one append-only file; `read_lines()` returns only what is new since last time."""
 
+    cr_ends = False  # True: `\r` ends a redraw (tqdm): an overlong line keeps its last redraw
+
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
         self.error: str | None = None  # why the file cannot be read right now
@@ -74,6 +87,8 @@ class ByteTail:
         self._held_line: bytes | None = None  # its bytes, when short enough to keep
         self._redo_due = False  # the held line went on: the next lines handed out start with it
         self._checkpoint = b""  # the last bytes before `_seen`
+        self._skipping = False  # inside a cut line: bytes are skipped up to its newline
+        self.skipped: list[tuple[str, int]] = []  # (what was cut or skipped, byte offset), for the reader
 
     @property
     def pending_bytes(self) -> int:
@@ -81,9 +96,14 @@ class ByteTail:
         return self._seen - self.offset
 
     def read_lines(self, max_bytes: int | None = None) -> NewLines | None:
-        """The next complete lines (about `max_bytes` of new bytes at most; at least one whole line
-        when one is there). None when no line is new (a partial line only), or the file cannot be
-        read (see `error`)."""
+        """The next complete lines (about `max_bytes` of new bytes at most, never more than
+        WINDOW_BYTES; at least one whole line when one is there, cut at LINE_CAP). None when no
+        line is new (a partial line only), or the file cannot be read (see `error`)."""
+        while (new := self._read_lines(min(max_bytes or WINDOW_BYTES, WINDOW_BYTES))) is _AGAIN:
+            pass
+        return new
+
+    def _read_lines(self, max_bytes: int):
         fid = file_id(self.path)
         if fid is None:
             self.error = "missing" if not os.path.lexists(self.path) else describe_unreadable(self.path)
@@ -96,12 +116,22 @@ class ByteTail:
             self.fid, self.error = fid, None  # nothing appended (a touch, or the same bytes)
             return None
         try:
+            if self._skipping:  # the rest of a cut line
+                end, newline, _cr = line_end(self.path, self._seen, fid.size)
+                self._jump(end, fid)
+                self._skipping = not newline and end == fid.size
+                return None if self._skipping else _AGAIN
             new = self._read(self._seen, fid.size, max_bytes, after=1 if self._held else 0)
+            run = nul_run(self.path, new, self._seen, fid.size) if b"\0" in new else None
         except OSError as e:
             self.error = describe_unreadable(self.path) or str(e)
             return None
         self.error, self.fid = None, fid
         self.reads += len(new)
+        if run is not None:
+            return self._before_run(new[:run[0] - self._seen], run, reset)
+        if b"\n" not in new and self._pending_len() + len(new) >= LINE_CAP:
+            return self._cut_line(new, fid, reset)
         self._seen += len(new)
         self._checkpoint = advance_checkpoint(self._checkpoint, new)
         if self._held and new:
@@ -128,6 +158,69 @@ class ByteTail:
         redo, self._redo_due = self._redo_due and cut > 0, self._redo_due and not cut
         return NewLines(data, cut, start, reset, redo, self._held > 0)
 
+    def _pending_len(self) -> int:
+        return self._seen - self.offset if not self._held else 0
+
+    def _line_so_far(self, new: bytes) -> bytes:
+        """The partial line before `new` and `new`, at most LINE_CAP bytes."""
+        if self._pending is None:
+            head = read_range(self.path, self.offset, min(self._seen, self.offset + LINE_CAP))
+        else:
+            head = b"".join(self._pending)
+        return (head + new[:max(0, LINE_CAP - len(head))])[:LINE_CAP]
+
+    def _note(self, what: str, at: int) -> None:
+        if len(self.skipped) < MAX_SKIPPED:
+            self.skipped.append((what, at))
+
+    def _jump(self, to: int, fid: FileId | None = None) -> None:
+        """Go on reading at `to`: what lies before it was handed out or skipped."""
+        self._seen = self.offset = to
+        self._pending, self._held, self._held_line = [], 0, None
+        self._checkpoint = read_range(self.path, max(0, to - CHECKPOINT_BYTES), to)
+        if fid is not None:
+            self.error, self.fid = None, fid
+
+    def _before_run(self, new: bytes, run: tuple[int, int], reset: bool):
+        """A run of NUL bytes ends the line before it (handed out, as if a newline came) and is
+        skipped unread where the OS can say where data is."""
+        if self._held and new:
+            new = self._resume_held(new)
+        start = self.offset
+        data = self._line_so_far(b"") if self._pending_len() else b""
+        if len(data) < self._pending_len():  # (a partial line over LINE_CAP: kept cut)
+            self._note(f"a line longer than {size_text(LINE_CAP)} from byte {start:,} (cut there)", start)
+        data += new
+        if _inked(data[data.rfind(b"\n") + 1:]):
+            data += b"\n"
+        self._note(f"{size_text(run[1] - run[0])} of NUL bytes from byte {run[0]:,} "
+                   "(a hole or a crash while writing)", run[0])
+        self._jump(run[1])
+        redo, self._redo_due = self._redo_due and bool(data), False
+        if not data and not reset:
+            return _AGAIN
+        return NewLines(data, len(data), start, reset, redo, False)
+
+    def _cut_line(self, new: bytes, fid: FileId, reset: bool):
+        """A line over LINE_CAP: its first LINE_CAP bytes are handed out as a line (with
+        `cr_ends`, its last redraw), its rest skipped to its newline, a window at a time."""
+        start = self.offset
+        head = self._line_so_far(new)
+        end, newline, last_cr = line_end(self.path, self._seen + len(new), fid.size)
+        if self.cr_ends and last_cr is None and (cr := head.rfind(b"\r")) >= 0:
+            last_cr = start + cr + 1
+        stop = end - 1 if newline else end
+        if self.cr_ends and last_cr is not None:
+            head = read_range(self.path, last_cr, min(stop, last_cr + LINE_CAP))
+            self._note(f"a line of {size_text(stop - start)} of \\r redraws from byte {start:,} "
+                       "(its last redraw kept)", start)
+        else:
+            self._note(f"a line longer than {size_text(LINE_CAP)} from byte {start:,} (cut there)", start)
+        self._jump(end, fid)
+        self._skipping = not newline and end == fid.size
+        redo, self._redo_due = self._redo_due, False
+        return NewLines(head + b"\n", len(head) + 1, start, reset, redo, False)
+
     def _resume_held(self, new: bytes) -> bytes:
         """The file grew after a last line was handed out without its newline: if the newline came
         first, the line was whole (the newline is skipped); else the line went on, and is handed
@@ -151,7 +244,9 @@ class ByteTail:
             return read_range(self.path, start, size)
         end = start + max_bytes
         parts = [read_range(self.path, start, end)]
-        while parts[-1].find(b"\n", 0 if parts[1:] else after) < 0 and end < size:  # a line over a block
+        size = min(size, start + max(max_bytes, LINE_CAP - self._pending_len()))  # a line is cut there
+        while (parts[-1].find(b"\n", 0 if parts[1:] else after) < 0 and end < size
+               and b"\0" * NUL_RUN_BYTES not in parts[-1]):  # a line over a block
             more = read_range(self.path, end, min(size, end + max_bytes * len(parts)))
             if not more:
                 break
@@ -162,6 +257,9 @@ class ByteTail:
     def _continues(self, fid: FileId) -> bool:
         """Is `fid` the same file we read, grown or unchanged, with the bytes we read intact?"""
         return only_grew(self.path, fid, since=self.fid, end=self._seen, checkpoint=self._checkpoint)
+
+
+_AGAIN = object()  # a look that only skipped (a NUL run, a cut line's rest): look again at once
 
 
 def only_grew(path: str, fid: FileId, *, since: FileId | None, end: int, checkpoint: bytes) -> bool:

@@ -151,24 +151,39 @@ class JsonlTail(ByteTail):
         self._held_problems = LineProblems()  # what a last line without its newline added
 
     def poll(self) -> TailResult | None:
-        """Parse appended complete lines. None when nothing changed (or the file is missing).
-        A last line read before its end and then read again whole keeps its line number, and its
-        problems are counted once (the rows, read twice, merge: the later wins)."""
-        new = self.read_lines()
-        if new is None:
+        """Parse appended complete lines, a bounded window at a time. None when nothing changed
+        (or the file is missing). A last line read before its end and then read again whole keeps
+        its line number, and its problems are counted once (the rows, read twice, merge: the later
+        wins). A cut line or a run of NUL bytes the tail skipped is a problem of its line."""
+        parts: list[Parsed] = []
+        reset = False
+        while (new := self.read_lines()) is not None:
+            if new.reset:
+                self.lines, reset, parts = 0, True, []
+                self.problems.clear()
+            elif new.redo:
+                self.lines -= 1
+                self.problems.discard(self._held_problems)
+            self._held_problems = LineProblems()
+            parsed = parse_jsonl_bytes(new.lines, self.problems, first_line=self.lines + 1)
+            self.lines += parsed.nlines
+            parts.append(parsed)
+            for what, _at in self.skipped:
+                self.problems.add(what, self.lines + 1)
+            self.skipped.clear()
+            if new.held:
+                self._held_problems = _line_problems(new.lines[new.lines.rfind(b"\n") + 1:], self.lines)
+            if new.held or not new.cut:
+                break
+        if not parts:
             return None
-        if new.reset:
-            self.lines = 0
-            self.problems.clear()
-        elif new.redo:
-            self.lines -= 1
-            self.problems.discard(self._held_problems)
-        self._held_problems = LineProblems()
-        parsed = parse_jsonl_bytes(new.lines, self.problems, first_line=self.lines + 1)
-        self.lines += parsed.nlines
-        if new.held:
-            self._held_problems = _line_problems(new.lines[new.lines.rfind(b"\n") + 1:], self.lines)
-        return TailResult(parsed, new.reset)
+        return TailResult(parts[0] if len(parts) == 1 else _joined(parts), reset)
+
+
+def _joined(parts: list[Parsed]) -> Parsed:
+    """The windows of one poll as one Parsed (rows in file order, each with its line)."""
+    numbers = [p.line_of(i) for p in parts for i in range(len(p.rows))]
+    return Parsed([r for p in parts for r in p.rows], sum(p.nlines for p in parts), parts[0].first_line, numbers)
 
 
 def _line_problems(raw: bytes, line_no: int) -> LineProblems:
