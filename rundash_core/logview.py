@@ -15,7 +15,6 @@ import pandas as pd
 
 from . import logtext
 from .present import abbrev_count
-from .redact import redact_text
 
 ENV_GROUP = "envs"
 _GROUP_ORDER = ("trainer", "orchestrator", "inference", "router", "evals", ENV_GROUP, "console")
@@ -173,9 +172,10 @@ def _after_sgr(style: _Style, params: str) -> _Style:
 
 
 def line_html(text: str) -> str:
-    """One line as escaped HTML spans (secrets hidden first; not cached: a line may hold one)."""
+    """One line as escaped HTML spans (its secrets were hidden by the gate, `rundash_core.gate`:
+    `run.read_log` redacts each file's lines as one block)."""
     spans = []
-    for part, css in ansi_segments(redact_text(text)):
+    for part, css in ansi_segments(text):
         body = html.escape(part, quote=True)
         spans.append(f'<span style="{css}">{body}</span>' if css else body)
     return "".join(spans)

@@ -4,7 +4,9 @@
 content masks) as one tidy frame, their colour scales, and the HTML of coloured token spans.
 
 Every string of run data that goes into HTML passes `html.escape`; without a tokenizer a token
-shows as its id, `⟨1234⟩`.
+shows as its id, `⟨1234⟩`. Decoded text is run text, so it passes the gate (`rundash_core.gate`):
+each trace's text is redacted whole and every token overlapping a hidden span is hidden (a secret
+split over tokens), unless the run reveals.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ import pandas as pd
 from tokenizers import Tokenizer, decoders
 
 from . import frames
+from .gate import hidden_spans
+from .redact import HIDDEN
 from .tokenizer_files import TokenizerLookup, find_tokenizer, model_names
 
 DEFAULT_IPO_EPS = 0.1  # spec 8.2: `loss.eps` when `loss.type == "ipo"`, else 0.1
@@ -164,9 +168,10 @@ def _as_float(values: pd.Series) -> np.ndarray:
 
 
 def token_table(tokens: pd.DataFrame | None, *, tokenizer: Tokenizer | None = None,
-                eps: float = DEFAULT_IPO_EPS) -> tuple[pd.DataFrame, list[str]]:
+                eps: float = DEFAULT_IPO_EPS, reveal: bool = False) -> tuple[pd.DataFrame, list[str]]:
     """One row per token (position over the episode, trace, node, token_id, text, piece, then every
-    overlay the streams allow), and the length mismatches between streams, in words."""
+    overlay the streams allow), and the length mismatches between streams, in words. Tokens
+    overlapping a secret read HIDDEN (the first of a run of them; the rest "") unless `reveal`."""
     if not isinstance(tokens, pd.DataFrame) or tokens.empty or "token_id" not in tokens:
         return pd.DataFrame({"position": [], "token_id": [], "text": [], "piece": []}), []
     tokens = tokens.reset_index(drop=True)
@@ -178,7 +183,8 @@ def token_table(tokens: pd.DataFrame | None, *, tokenizer: Tokenizer | None = No
     out["token_id"] = tokens["token_id"].to_numpy()
     text, piece = np.empty(len(tokens), dtype=object), np.empty(len(tokens), dtype=object)
     for _, part in (tokens.groupby("trace", sort=False) if "trace" in tokens else [(0, tokens)]):
-        text[part.index], piece[part.index] = decode_pieces(tokenizer, part["token_id"])  # one stream per trace
+        texts, pieces = decode_pieces(tokenizer, part["token_id"])  # one stream per trace
+        text[part.index], piece[part.index] = (texts, pieces) if reveal else hide_secret_tokens(texts, pieces)
     out["text"], out["piece"] = text, piece
     for col in ("advantage", "logprob", "trainer_logprob", "entropy"):
         if col in tokens:
@@ -195,6 +201,25 @@ def token_table(tokens: pd.DataFrame | None, *, tokenizer: Tokenizer | None = No
         if col in tokens:
             out[col] = _as_float(tokens[col])
     return pd.DataFrame(out), notes
+
+
+def hide_secret_tokens(texts: list[str], pieces: list[str]) -> tuple[list[str], list[str]]:
+    """(text, piece) with every token overlapping a span the gate hides in the joined text set to
+    HIDDEN (the first token of a hidden run) or "" (the rest)."""
+    spans = hidden_spans("".join(texts))
+    if not spans:
+        return texts, pieces
+    texts, pieces = list(texts), list(pieces)
+    start, k, last = 0, 0, -2
+    for i, t in enumerate(texts):
+        end = start + len(t)
+        while k < len(spans) and spans[k][1] <= start:
+            k += 1
+        if k < len(spans) and spans[k][0] < max(end, start + 1) and (end > start or spans[k][0] <= start):
+            texts[i] = pieces[i] = "" if last == i - 1 else HIDDEN
+            last = i
+        start = end
+    return texts, pieces
 
 
 def overlays_in(table: pd.DataFrame) -> list[str]:
@@ -343,5 +368,6 @@ def episode_token_view(run, episode, *, environ: dict | None = None) -> TokenVie
         eps = ipo_eps(run.config())
     except Exception:  # noqa: BLE001 (an unreadable config: the spec's default)
         eps = DEFAULT_IPO_EPS
-    table, notes = token_table(episode.tokens, tokenizer=lookup.tokenizer, eps=eps)
+    table, notes = token_table(episode.tokens, tokenizer=lookup.tokenizer, eps=eps,
+                               reveal=getattr(run, "reveal", False))
     return TokenView(table=table, notes=notes, lookup=lookup, eps=eps)

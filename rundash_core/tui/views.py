@@ -10,7 +10,6 @@ import pandas as pd
 from ..frames import Episode, Message
 from ..logview import ESTIMATED_LEGEND, any_estimated, time_labels
 from ..present import fold_list, format_duration, format_time, step_headline, text_or
-from ..redact import redact, redact_text
 from ..run import Overview, resumes_text, trainer_names
 from ..trajectory import pretty_arguments, tool_calls_by_id
 from ..user_regex import UserPattern, compile_user_pattern
@@ -111,9 +110,9 @@ def _messages(doc: Doc, messages: list[Message], calls: dict, mask: UserPattern 
 
 
 def _extra(raw: dict) -> dict[str, str]:
-    """The record's other fields (secrets hidden), each as short JSON text."""
+    """The record's other fields (secrets hidden by the gate: `run.episode()`), each as short JSON text."""
     out = {}
-    for k, v in redact(raw).items():
+    for k, v in raw.items():
         text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
         out[str(k)] = text if len(text) <= EXTRA_CHARS else f"{text[:EXTRA_CHARS]}… ({len(text):,} characters)"
     return out
@@ -181,7 +180,7 @@ def filter_log_lines(lines: pd.DataFrame, *, levels=None, query: str = "") -> tu
 
 def logs_doc(lines: pd.DataFrame) -> Doc:
     """The log tail: time (`logview.time_labels`, as the Logs page), level, component, text (secrets
-    hidden); "no logs" when empty."""
+    hidden by the gate: `run.read_log()`); "no logs" when empty."""
     doc = Doc()
     if lines.empty:
         return doc.line("no logs", "muted")
@@ -191,5 +190,5 @@ def logs_doc(lines: pd.DataFrame) -> Doc:
         doc.add(stamp, "muted").add(f"{level:<8} ", LEVEL_STYLE.get(level))
         if not pd.isna(component):
             doc.add(f"{component} ", "role")
-        doc.line(redact_text(str(text)) if not pd.isna(text) else "")
+        doc.line(str(text) if not pd.isna(text) else "")
     return doc.line(ESTIMATED_LEGEND, "muted") if any_estimated(lines) else doc

