@@ -20,8 +20,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from conftest import app_pages  # noqa: E402
 from planted_runs import MARK, plant  # noqa: E402
 from secret_corpus import SPELLINGS  # noqa: E402
@@ -276,11 +274,11 @@ def browser_frames(folder: str) -> dict[str, set[int]]:
                 from urllib.parse import urlencode
                 urls = [f"trajectory?{urlencode({'run': run_id, 'sample': s})}" for s in sids]
                 urls += [f"trajectory?{urlencode({'run': run_id, 'sample': s, 'tokens': 'true'})}" for s in sids]
-                urls += [f"{stem}?{urlencode({'run': run_id})}" for stem in ("logs", "config", "reports", "trajectory")]
+                urls += [f"{stem}?{urlencode({'run': run_id})}" for stem in ("logs", "config", "reports")]
                 for url in urls:
                     page.goto(f"http://127.0.0.1:{port}/{url}")
                     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=90000)
-                    page.wait_for_timeout(1000)
+                    page.wait_for_timeout(500)  # (late frames count too)
                 page.context.close()
                 out[kind] = leaked(b"\n".join(frames))
         finally:
@@ -323,13 +321,20 @@ def describe(found: dict[str, set[int]]) -> str:
                      for kind, got in found.items() if got) or "none"
 
 
-def table(results: dict[str, dict[str, set[int]]]) -> str:
-    """Markdown: surface × spellings planted × spellings out, and the families that leak."""
-    rows = ["| surface | spellings planted | spellings out | families leaking |", "|---|---|---|---|"]
+def table(results: dict[str, dict[str, set[int]]], planted: dict) -> str:
+    """Markdown: surface × spellings planted × spellings out (any run, then per run kind), and
+    the families that leak; `planted`: `plant`'s answer (which spellings went where)."""
+    kinds = list(planted)
+    spread = {k: len({i for ids in planted[k].where.values() for i in ids}) for k in kinds}
+    fields = sum(len(r.where) for r in planted.values())
+    rows = ["| surface | spellings planted | spellings out | out per run (" + ", ".join(kinds) + ") | families leaking |",
+            "|---|---|---|---|---|"]
     for surface, found in results.items():
         out = set().union(*found.values()) if found else set()
         fams = sorted({SPELLINGS[i].family for i in out})
-        rows.append(f"| {surface} | {len(SPELLINGS)} × {len(found)} runs | {len(out)} | {', '.join(fams) or '—'} |")
+        per = " / ".join(str(len(found.get(k, ()))) for k in kinds)
+        rows.append(f"| {surface} | {max(spread.values())} in {fields} fields of {len(kinds)} runs | {len(out)} | {per} "
+                    f"| {', '.join(fams) or '—'} |")
     return "\n".join(rows)
 
 
@@ -390,9 +395,9 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "runs"
-        plant(folder)
+        planted_runs = plant(folder)
         results = {}
         for surface in sys.argv[1:] or SURFACES:
             results[surface] = collect(surface, str(folder))
             print(f"{surface}: {describe(results[surface])}", file=sys.stderr)
-        print(table(results))
+        print(table(results, planted_runs))
