@@ -15,6 +15,7 @@ import ast
 import json
 import os
 import pprint
+import shlex
 import shutil
 import tomllib
 from dataclasses import dataclass, field
@@ -202,6 +203,23 @@ def plant_verl(out: Path) -> PlantedRun:
     return run
 
 
+def plant_verl_overrides(out: Path) -> PlantedRun:
+    """A verl log with no config print: its config is the launch command's overrides, where the
+    one-line spellings stand as written and as quoted Hydra overrides."""
+    folder = out / "verl-overrides"
+    folder.mkdir()
+    log = folder / "overrides-only.log"
+    run = PlantedRun("verl", log)
+    one = [(i, t) for i, t in enumerate(_texts()) if "\n" not in t]
+    head, *rest = (DATA / "verl-dumps" / "grpo-dumps.log").read_text().splitlines(keepends=True)
+    log.write_text(head.rstrip("\n") + " " + " ".join(t for _i, t in one) + " "
+                   + " ".join(f"+planted.note_{i}={shlex.quote(t)}" for i, t in one) + "\n"
+                   + "".join(x for x in rest if "Dumped generations" not in x))
+    run.put("config: launch command (as written, and as Hydra overrides)", [i for i, _t in one])
+    _touch_old(folder)
+    return run
+
+
 # SWE-Lego-RL ----------------------------------------------------------------------------------------
 def plant_lego(out: Path) -> PlantedRun:
     folder = out / "lego-planted"
@@ -268,7 +286,8 @@ def plant_relax(out: Path) -> PlantedRun:
 
 
 def plant(out: Path) -> dict[str, PlantedRun]:
-    """One planted run of each kind under `out` (a tracked folder), by kind."""
+    """One planted run of each kind (and a verl run configured by its command line only) under
+    `out` (a tracked folder), by path."""
     out.mkdir(parents=True, exist_ok=True)
-    runs = [plant_prime(out), plant_verl(out), plant_lego(out), plant_relax(out)]
-    return {r.kind: r for r in runs}
+    runs = [plant_prime(out), plant_verl(out), plant_verl_overrides(out), plant_lego(out), plant_relax(out)]
+    return {str(r.path): r for r in runs}
