@@ -18,6 +18,7 @@ Nested calls between a run's own readers are gated once, by the outermost (a per
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import threading
@@ -50,6 +51,18 @@ def gated(obj):
     return obj
 
 
+@contextlib.contextmanager
+def inside():
+    """Readers called in this block answer raw: for a reader that keeps only numbers of another's
+    answer (`Run.steps` counts samples), so it pays for no redaction it does not show."""
+    was = getattr(_state, "inside", False)
+    _state.inside = True
+    try:
+        yield
+    finally:
+        _state.inside = was
+
+
 def gate_method(fn):
     """`fn` (a `Run` reader) with its answer gated, unless the run reveals, the caller asked for
     raw values (`redacted=False`), or a gated reader is already running on this thread."""
@@ -60,11 +73,8 @@ def gate_method(fn):
     def method(self, *args, **kwargs):
         if getattr(_state, "inside", False):
             return fn(self, *args, **kwargs)
-        _state.inside = True
-        try:
+        with inside():
             out = fn(self, *args, **kwargs)
-        finally:
-            _state.inside = False
         if getattr(self, "reveal", False) or kwargs.get("redacted", True) is False:
             return out
         return gated(out)
@@ -91,16 +101,31 @@ def _texty(s: pd.Series) -> bool:
 
 
 def _column(s: pd.Series) -> pd.Series:
-    done: dict = {}
+    """A text column redacted value by distinct value (the same column back when nothing is hidden:
+    a listing of 70k samples costs its distinct values, not its rows)."""
+    try:
+        distinct = [v for v in s.dropna().unique() if isinstance(v, str)]
+    except TypeError:  # unhashable values (dicts, lists): each on its own
+        return pd.Series([gated(v) for v in s.tolist()], index=s.index, dtype=object)
+    changed = {v: r for v in distinct if (r := _redact_text(v)) != v}
+    if not changed:
+        return s
+    return s.map(lambda v: changed.get(v, v) if isinstance(v, str) else v).astype(s.dtype)
 
-    def one(v):
-        if isinstance(v, str):
-            if v not in done:
-                done[v] = redact_text(v)
-            return done[v]
-        return v if v is None or isinstance(v, float) else gated(v)
 
-    return pd.Series([one(v) for v in s.tolist()], index=s.index, dtype=s.dtype if s.dtype != object else object)
+_MEMO: dict[str, str] = {}
+_MEMO_MAX = 200_000
+
+
+def _redact_text(value: str) -> str:
+    """`redact_text` remembered for short values (ids, envs, statuses repeat on every listing)."""
+    if len(value) > 512:
+        return redact_text(value)
+    if (out := _MEMO.get(value)) is None:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        out = _MEMO[value] = redact_text(value)
+    return out
 
 
 def _lines(frame: pd.DataFrame) -> pd.Series:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import frames
 from .frames import Episode
-from .gate import GATED, gate_method
+from .gate import GATED, gate_method, inside
 
 KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
 STATUSES = ("running", "completed", "stopped", "unknown")
@@ -285,7 +285,8 @@ class Run(abc.ABC):
 
     def steps(self) -> pd.DataFrame:
         """Per step: samples, mean reward, whether it holds eval samples (`frames.STEPS`)."""
-        s = self.samples()
+        with inside():  # (numbers only: no text of the samples is answered)
+            s = self.samples()
         s = s[s["step"].notna()]
         if s.empty:
             return frames.empty(frames.STEPS)
