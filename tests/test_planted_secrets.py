@@ -16,16 +16,18 @@ import io
 import json
 import sys
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pandas as pd
 import pytest
 
-from conftest import app_pages  # noqa: E402
-from planted_runs import MARK, plant  # noqa: E402
-from secret_corpus import SPELLINGS  # noqa: E402
+from conftest import app_pages
+from planted_runs import MARK, plant
+from secret_corpus import SPELLINGS
 
-import rundash_core as rd  # noqa: E402
-from rundash_core import cache  # noqa: E402
+import rundash_core as rd
+from rundash_core import cache
+from rundash_core.present import md_escape
 
 ROOT = Path(__file__).resolve().parent.parent
 SURFACES = ("API", "pages", "browser", "terminal view", "CLI", "AI context", "downloads")
@@ -33,9 +35,12 @@ SURFACES = ("API", "pages", "browser", "terminal view", "CLI", "AI context", "do
 
 # Finding planted values -------------------------------------------------------------------------
 def _forms(secret: str) -> list[bytes]:
-    """The secret as raw UTF-8 and as JSON or HTML would escape it (plotly specs, JSON bodies)."""
-    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1], html.escape(secret)}
-    return [f.encode() for f in forms]
+    """The secret as raw UTF-8 and as Markdown (`md_escape`), JSON (plotly specs, JSON bodies)
+    and HTML would escape it, and combinations of those."""
+    forms = set()
+    for text in (secret, md_escape(secret)):
+        forms |= {text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1], html.escape(text)}
+    return [f.encode("utf-8", "surrogatepass") for f in forms]
 
 
 FORMS = [_forms(s.secret) for s in SPELLINGS]
@@ -150,7 +155,7 @@ def _element_bytes(node) -> bytes:
     return b"\n".join(out)
 
 
-def _page_runs(folder: Path, run_id: str, sids: list[str]):
+def _page_runs(run_id: str, sids: list[str]):
     """(page, query) of every page for the run, and Trajectory with each planted episode open
     (with its token view too)."""
     for page in app_pages():
@@ -182,7 +187,7 @@ def pages_and_downloads(folder: str) -> tuple[dict[str, set[int]], dict[str, set
             mp.setenv("RUNDASH_DIRS", folder)
             mp.delenv("RUNDASH_ROOTS", raising=False)
             mp.setattr(streamlit, "download_button", spy)
-            for page, query in _page_runs(Path(folder), run_id, sids):
+            for page, query in _page_runs(run_id, sids):
                 cache.shared.clear()
                 at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
                 for k, v in query.items():
@@ -271,7 +276,6 @@ def browser_frames(folder: str) -> dict[str, set[int]]:
                 page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
                 page.on("websocket", lambda ws: ws.on(
                     "framereceived", lambda f: frames.append(f if isinstance(f, bytes) else f.encode("utf-8", "replace"))))
-                from urllib.parse import urlencode
                 urls = [f"trajectory?{urlencode({'run': run_id, 'sample': s})}" for s in sids]
                 urls += [f"trajectory?{urlencode({'run': run_id, 'sample': s, 'tokens': 'true'})}" for s in sids]
                 urls += [f"{stem}?{urlencode({'run': run_id})}" for stem in ("logs", "config", "reports")]
@@ -390,6 +394,7 @@ def test_the_finder_sees_a_planted_value_in_every_form_a_surface_writes_it():
     """The test could fail: each secret is found raw, JSON-escaped and inside Arrow/proto bytes."""
     for i, s in enumerate(SPELLINGS):
         assert i in leaked("x" + s.secret + "y") and i in leaked(json.dumps({"v": "\n" + s.secret}))
+        assert i in leaked(md_escape(f"**{s.secret}**")) and i in leaked(json.dumps(md_escape(s.secret)))
     frame = pd.DataFrame({"text": ["a " + SPELLINGS[0].secret]})
     assert 0 in leaked(text_of(frame))
 
