@@ -69,19 +69,27 @@ def _fits_toml(text: str) -> bool:
 
 
 def _as_json(text: str):
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, (dict, list)) else None
+    """A spelling that is JSON (or the members of an object) as parsed JSON, else None."""
+    for candidate in (text, "{" + text + "}"):
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, (dict, list)):
+            return value
+    return None
 
 
 def _as_literal(text: str):
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
+    """A spelling that is a Python dict literal (or its items) as the dict, else None."""
+    for candidate in (text, "{" + text + "}"):
+        try:
+            value = ast.literal_eval(candidate)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def _structured() -> dict:
@@ -121,10 +129,13 @@ def plant_prime(out: Path) -> PlantedRun:
         "uv run rl @ configs/rl.toml " + " ".join(t for t in _texts() if "\n" not in t) + "\n"
         + "".join(t + "\n" for t in _texts()))
     run.put("config: command.txt", ALL)
-    for name in ("orchestrator.log", "trainer.log", "inference.log"):
+    env_log = run_dir / "logs" / "attempt_1" / "envs" / "train" / "reverse-text.log"
+    env_log.parent.mkdir(parents=True)
+    env_log.touch()
+    for name in ("orchestrator.log", "trainer.log", "inference.log", "envs/train/reverse-text.log"):
         with open(run_dir / "logs" / "attempt_1" / name, "a") as f:
             f.write(_log_lines("\x1b[2m14:23:20\x1b[0m \x1b[1m   INFO\x1b[0m ", "planted"))
-    run.put("logs: orchestrator/trainer/inference lines", ALL)
+    run.put("logs: orchestrator/trainer/inference/env server lines", ALL)
     (run_dir / "reports").mkdir()
     (run_dir / "reports" / "planted.md").write_text(_markdown())
     run.put("report Markdown", ALL)
