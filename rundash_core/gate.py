@@ -13,7 +13,7 @@ is the explicit notebook opt-in to raw values.
     hidden_spans(t)   the [start, end) ranges of `t` that redact_text hides (what tokens and lines
                       overlapping a secret are hidden by).
 
-Ids and paths (`KEYS`) pass untouched: they are how a surface asks for a record again.
+Ids, names and paths (`KEYS`) pass untouched: they are how a surface asks for a record again.
 Nested calls between a run's own readers are gated once, by the outermost (a per-thread flag).
 """
 from __future__ import annotations
@@ -28,9 +28,9 @@ import pandas as pd
 
 from .redact import HIDDEN, redact, redact_text
 
-GATED = ("config", "configs", "samples", "episode", "live_samples", "logs", "read_log", "reports",
+GATED = ("overview", "config", "configs", "samples", "episode", "live_samples", "logs", "read_log", "reports",
          "problems", "failure_modes")
-KEYS = frozenset(("sample_id", "episode_id", "run_id", "path", "locator", "offset"))
+KEYS = frozenset(("sample_id", "episode_id", "run_id", "path", "locator", "offset", "name"))
 _state = threading.local()
 
 
@@ -207,9 +207,17 @@ def _dataclass(obj):
         if f.name in KEYS:
             continue
         v = getattr(obj, f.name)
+        if v is None or isinstance(v, (bool, int, float, pd.Timestamp)):
+            continue
         if isinstance(v, dict) and all(isinstance(x, (int, float)) for x in v.values()):
             continue  # numbers by name (rewards, timing): nothing to hide
-        new = gated(v)
+        if isinstance(v, str):
+            new = _redact_text(v)
+        elif isinstance(v, list) and all(isinstance(x, (str, int)) for x in v):
+            new = [_redact_text(x) if isinstance(x, str) else x for x in v]
+            new = v if new == v else new
+        else:
+            new = gated(v)
         if new is not v:
             changes[f.name] = new
     return dataclasses.replace(obj, **changes) if changes else obj

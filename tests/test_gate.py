@@ -17,11 +17,18 @@ from secret_corpus import SPELLINGS
 from test_tokens import deepseek_tokenizer_json
 
 EPISODES = 40  # episodes opened per run (the planted ones come first in every kind's listing)
+RUNS = ["prime-rl", "verl", "verl #2", "swe-lego-rl", "relax"]  # (verl #2: configured by its command line)
 
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    return plant(tmp_path_factory.mktemp("gate") / "runs")
+    """The planted runs by kind ("verl #2" for the second of a kind)."""
+    out = {}
+    for run in plant(tmp_path_factory.mktemp("gate") / "runs").values():
+        label = run.kind if run.kind not in out else f"{run.kind} #{sum(k.startswith(run.kind) for k in out) + 1}"
+        out[label] = run
+    assert sorted(out) == sorted(RUNS)
+    return out
 
 
 def leaked(obj) -> list[str]:
@@ -43,18 +50,19 @@ def everything(run) -> dict[str, object]:
             "AI context": rd.analysis_context(run), "terminal logs": logs_doc(lines).text}
 
 
-@pytest.mark.parametrize("kind", ["prime-rl", "verl", "swe-lego-rl", "relax"])
+@pytest.mark.parametrize("kind", RUNS)
 def test_no_reader_of_any_kind_answers_a_planted_secret(planted, kind):
     run = rd.open_run(planted[kind].path)
     out = {surface: leaked(value) for surface, value in everything(run).items()}
     assert {surface: found for surface, found in out.items() if found} == {}
 
 
-@pytest.mark.parametrize("kind", ["prime-rl", "verl", "swe-lego-rl", "relax"])
+@pytest.mark.parametrize("kind", RUNS)
 def test_a_revealing_run_shows_them_so_the_gate_is_what_hides_them(planted, kind):
     raw = everything(rd.open_run(planted[kind].path, reveal=True))
     shown = set().union(*(leaked(v) for k, v in raw.items() if k != "AI context"))
-    assert len(shown) >= len({s.secret for s in SPELLINGS}) // 2
+    put = {SPELLINGS[i].secret for where in planted[kind].where.values() for i in where}
+    assert put and len(shown & put) >= len(put) // 2
     assert leaked(raw["AI context"]) == []  # it leaves the machine: gated even for a revealing run
     assert leaked(rd.open_run(planted[kind].path).config(redacted=False)) == leaked(raw["config()"])
 
