@@ -156,12 +156,13 @@ def _element_bytes(node) -> bytes:
 
 
 def _page_runs(run_id: str, sids: list[str]):
-    """(page, query) of every page for the run, and Trajectory with each planted episode open
-    (with its token view too)."""
+    """(page, query) of every page for the run, and Trajectory with planted episodes open (one
+    with its token view too)."""
     for page in app_pages():
         yield page, {"run": run_id}
-    for sid in sids:
+    for sid in sids[:2]:
         yield "pages/trajectory.py", {"run": run_id, "sample": sid}
+    for sid in sids[:1]:
         yield "pages/trajectory.py", {"run": run_id, "sample": sid, "tokens": "true"}
 
 
