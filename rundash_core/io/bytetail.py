@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from .files import FileId, describe_unreadable, file_id, read_range
-from .holes import NUL_RUN_BYTES, line_end, nul_run, size_text
+from .holes import NUL_RUN_BYTES, line_end, nul_run, run_text, size_text
 
 CHECKPOINT_BYTES = 64  # the last bytes looked at; if they change, the file was rewritten, not appended
 SETTLE_S = 5.0  # a last line without its newline is read once the file has been still this long
@@ -122,7 +122,7 @@ class ByteTail:
                 self._skipping = not newline and end == fid.size
                 return None if self._skipping else _AGAIN
             new = self._read(self._seen, fid.size, max_bytes, after=1 if self._held else 0)
-            run = nul_run(self.path, new, self._seen, fid.size) if b"\0" in new else None
+            run = nul_run(self.path, new, self._seen, fid.size)
         except OSError as e:
             self.error = describe_unreadable(self.path) or str(e)
             return None
@@ -169,6 +169,11 @@ class ByteTail:
             head = b"".join(self._pending)
         return (head + new[:max(0, LINE_CAP - len(head))])[:LINE_CAP]
 
+    def take_skipped(self) -> list[tuple[str, int]]:
+        """What was cut or skipped since the last call, (sentence, byte offset), for the reader to name."""
+        out, self.skipped = self.skipped, []
+        return out
+
     def _note(self, what: str, at: int) -> None:
         if len(self.skipped) < MAX_SKIPPED:
             self.skipped.append((what, at))
@@ -193,8 +198,7 @@ class ByteTail:
         data += new
         if _inked(data[data.rfind(b"\n") + 1:]):
             data += b"\n"
-        self._note(f"{size_text(run[1] - run[0])} of NUL bytes from byte {run[0]:,} "
-                   "(a hole or a crash while writing)", run[0])
+        self._note(run_text(run), run[0])
         self._jump(run[1])
         redo, self._redo_due = self._redo_due and bool(data), False
         if not data and not reset:

@@ -13,7 +13,7 @@ import os
 
 from .files import open_file
 
-NUL_RUN_BYTES = 4096  # a filesystem block: shorter NUL runs are a line's damage, longer ones a hole
+NUL_RUN_BYTES = 64 << 10  # shorter NUL runs are a line's damage (bytes removed), longer ones a hole
 SCAN_BYTES = 1 << 20  # one read of a bounded scan
 PLAIN_ZEROS = 64 << 20  # real NUL bytes read one by one before the scan gallops
 _ZEROS = b"\0" * NUL_RUN_BYTES
@@ -83,6 +83,14 @@ def _gallop(fd: int, lo: int, size: int) -> int:
 def nul_run(path: str, data: bytes, start: int, size: int) -> tuple[int, int] | None:
     """The first run of NUL_RUN_BYTES or more NUL bytes that starts in `data` (the file's bytes
     from `start`; the run may go on past them), as (start, end) offsets; None when there is none."""
+    if b"\0" not in data:
+        return None
+    with open_file(path) as fh:
+        return nul_run_fd(fh.fileno(), data, start, size)
+
+
+def nul_run_fd(fd: int, data: bytes, start: int, size: int) -> tuple[int, int] | None:
+    """`nul_run` on an open file."""
     i = data.find(_ZEROS)
     if i < 0:
         i = len(data.rstrip(b"\0"))
@@ -91,12 +99,13 @@ def nul_run(path: str, data: bytes, start: int, size: int) -> tuple[int, int] | 
     else:
         i = len(data[:i].rstrip(b"\0"))  # back to the run's first NUL byte
     rest = data[i:].lstrip(b"\0")
-    if rest:
-        end = start + len(data) - len(rest)
-    else:
-        with open_file(path) as fh:
-            end = nul_end(fh.fileno(), start + len(data), size)
+    end = start + len(data) - len(rest) if rest else nul_end(fd, start + len(data), size)
     return (start + i, end) if end - (start + i) >= NUL_RUN_BYTES else None
+
+
+def run_text(run: tuple[int, int]) -> str:
+    """What a NUL run is, said the same way by every reader."""
+    return f"{size_text(run[1] - run[0])} of NUL bytes from byte {run[0]:,} (a hole or a crash while writing)"
 
 
 def line_end(path: str, pos: int, size: int) -> tuple[int, bool, int | None]:
@@ -121,3 +130,34 @@ def line_end(path: str, pos: int, size: int) -> tuple[int, bool, int | None]:
                 return pos + len(block[:z].rstrip(b"\0")), False, last_cr
             pos += len(block)
     return pos, False, last_cr
+
+
+MAX_EXTENTS = 100_000  # data extents walked to find a sparse file's last data
+
+
+def content_end(fd: int, size: int) -> int:
+    """Where a file's content ends: `size`, or, when it ends in a run of NUL_RUN_BYTES or more
+    NUL bytes (a sparse tail, a crash's zeros), where that run begins: the readers of a file's
+    end (its last lines, its last step) read before it. Holes are found by SEEK_DATA / SEEK_HOLE
+    unread; real zeros are read back at most PLAIN_ZEROS."""
+    if size < NUL_RUN_BYTES or os.pread(fd, 1, size - 1) != b"\0":
+        return size
+    end, pos = size, 0  # the end of the last data extent (size where the OS cannot say)
+    try:
+        for _ in range(MAX_EXTENTS):
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+            pos = end = min(os.lseek(fd, data, os.SEEK_HOLE), size)
+            if pos >= size:
+                break
+    except (OSError, AttributeError):
+        pass  # ENXIO: no data after `pos` (`end` is the last extent's); or no SEEK_DATA here
+    read = 0
+    while end > 0 and read < PLAIN_ZEROS:
+        n = min(SCAN_BYTES, end)
+        block = os.pread(fd, n, end - n)
+        kept = len(block.rstrip(b"\0"))
+        if kept:
+            end -= n - kept
+            break
+        end, read = end - n, read + n
+    return end if size - end >= NUL_RUN_BYTES else size

@@ -168,9 +168,8 @@ class JsonlTail(ByteTail):
             parsed = parse_jsonl_bytes(new.lines, self.problems, first_line=self.lines + 1)
             self.lines += parsed.nlines
             parts.append(parsed)
-            for what, _at in self.skipped:
+            for what, _at in self.take_skipped():
                 self.problems.add(what, self.lines + 1)
-            self.skipped.clear()
             if new.held:
                 self._held_problems = _line_problems(new.lines[new.lines.rfind(b"\n") + 1:], self.lines)
             if new.held or not new.cut:

@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from .holes import content_end
 from .verl_grammar import PROGRESS
 from .verl_steps import STEP_AT as _STEP_AT, last_steps
 
@@ -41,6 +42,8 @@ class LogEnds:
     finds what it looks for early reads no further, whatever `head_len` says."""
 
     def __init__(self, fd: int, size: int, settled: bool = False):
+        self.file_size = size
+        size = content_end(fd, size)  # a sparse or zeroed tail: the ends are read before it
         self.fd, self.size = fd, size
         self.settled = settled  # the file has not changed for a while: a last line without newline is whole
         if size <= 2 * FIRST_BYTES:

@@ -34,6 +34,7 @@ import orjson
 
 from .bytetail import ByteTail
 from .files import read_range
+from .holes import nul_run
 from .jsonl import LineProblems, TailResult
 from .verl_grammar import parse_console_line
 from .verl_pprint import PPRINT as _PPRINT, read_pprint
@@ -93,6 +94,8 @@ class VerlLogTail(ByteTail):
     Besides the rows it keeps what the run card needs from the same pass: the first and last
     metric step, whether a final validation was printed, where resolved configs were printed."""
 
+    cr_ends = True  # tqdm redraws a progress line with `\r`: a line over the cap keeps its last redraw
+
     def __init__(self, path, block_bytes: int = BLOCK_BYTES):
         super().__init__(path)
         self.block_bytes = block_bytes
@@ -121,6 +124,8 @@ class VerlLogTail(ByteTail):
                 reset = True
                 rows.clear()
                 self._reset_state()
+            for what, at in self.take_skipped():  # a cut line, a run of NUL bytes
+                self.problems.add(what, self._line_at(at))
             if not new.cut:
                 break  # only a partial line is new
             self._take(new, rows)
@@ -384,8 +389,9 @@ class VerlLogTail(ByteTail):
             chunk = read_range(self.path, at, min(offset, at + (8 << 20)))
             if not chunk:
                 break
-            line += chunk.count(b"\n")
-            at += len(chunk)
+            run = nul_run(self.path, chunk, at, offset)  # a hole is skipped unread (it holds no newline)
+            line += chunk.count(b"\n", 0, None if run is None else run[0] - at)
+            at = at + len(chunk) if run is None else run[1]
         self._line_mark = (at, line)
         return line
 

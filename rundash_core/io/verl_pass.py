@@ -1,6 +1,7 @@
 """What only a pass over a whole verl console log says, for its one summary: where the log resumed
 (verl's `_load_checkpoint` prints `Resuming from …/global_step_N`), where its steps went back (a
 launch appended with `tee -a`), and how long its steps took (`timing_s/step`, or `timing/step`).
+A run of NUL bytes (a sparse hole, a crash's zeros) is skipped unread (`holes`), and remembered.
 
 The log is read once, then only the bytes appended since (remembered per file by dev and inode,
 with the last bytes read compared first, so a file rewritten in place is read again): literal
@@ -16,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import cache
+from .holes import nul_run_fd, run_text
 
 BLOCK = 8 << 20  # bytes read per look
 CHECK_BYTES = 64
@@ -36,6 +38,7 @@ class LogPass:
     end: int = 0
     check: bytes = b""
     timed: bool = False  # the step timings were read too (only a log whose end has no stamp needs them)
+    nul_runs: list[str] = field(default_factory=list)  # runs of NUL bytes skipped (holes), said as problems
     resumed_from: list[int] = field(default_factory=list)  # N of each `Resuming from …/global_step_N`
     restarts: list[int] = field(default_factory=list)  # steps where the metric steps went back
     top: int = -1  # the highest step so far
@@ -138,6 +141,13 @@ def log_pass(path: str, *, timed: bool = False) -> LogPass | None:
         pos = acc.end
         while pos < st.st_size:
             data = os.pread(fd, min(BLOCK, st.st_size - pos), pos)
+            run = nul_run_fd(fd, data, pos, st.st_size)
+            if run is not None:  # a hole (or a crash's zeros): the line before it ends there, skipped unread
+                _read(acc, data[:run[0] - pos])
+                if len(acc.nul_runs) < 20:
+                    acc.nul_runs.append(run_text(run))
+                pos = run[1]
+                continue
             cut = data.rfind(b"\n") + 1
             if cut == 0:  # no whole line (yet) in this block
                 if len(data) < BLOCK:
