@@ -26,6 +26,7 @@ import pandas as pd
 from . import logblocks, logtext
 from .io.bytetail import SETTLE_S
 from .io.files import describe_unreadable, file_id, open_file
+from .io.holes import content_end
 from .logmerge import assign_times, last_dated, merge, run_dates
 from .gate import could_continue_secret
 from .redact import redact_text
@@ -244,7 +245,7 @@ def _tail(spec: LogSpec, before: int | None, want: int, filters: Filters, scan_b
         return Window(spec, 0, 0, problem=describe_unreadable(spec.real))
     try:
         with open_file(spec.real) as fh:
-            end = _complete_end(fh, fid.size, fid.mtime)
+            end = _complete_end(fh, content_end(fh.fileno(), fid.size), fid.mtime)  # (before a sparse tail)
             complete = end
             end = _line_start(fh, before) if before is not None and before < end else end
             w = _walk_back(fh, spec, end, want, filters, scan_bytes, fid.mtime)
