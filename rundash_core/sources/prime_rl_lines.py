@@ -12,12 +12,16 @@ import zstandard
 
 from .. import cache
 from ..io import zst_seekable
-from ..io.bytetail import CHECKPOINT_BYTES, advance_checkpoint, only_grew
-from ..io.files import file_id, open_file
+from ..io.bytetail import CHECKPOINT_BYTES, only_grew
+from ..io.files import file_id, open_file, read_range
+from ..io.holes import line_end, nul_run_fd, run_text, size_text
 from ..run import Problem
 
-MAX_LINE = 1 << 30
+MAX_LINE = 64 << 20  # a record line read by its offset is at most this long (else: not complete)
 READ_AHEAD = 16 << 20  # a wrong next offset must not read gigabytes: the rest goes line-wise
+WINDOW = 16 << 20  # bytes of a JSON-lines file read per look
+MAX_RECORD = MAX_LINE  # a longer line (no index row or trace is this long) is skipped, named
+MAX_SKIPPED = 20
 
 
 def read_record_line(plain: str, offset: int, length: int = 0) -> bytes:
@@ -46,7 +50,7 @@ def _read_to_newline(fh) -> bytes:
     parts, total = [], 0
     while total < MAX_LINE:
         block = fh.read(1 << 16)
-        if not block:
+        if not block.strip(b"\0"):  # the end, or a hole: no newline comes
             break
         cut = block.find(b"\n")
         if cut >= 0:
@@ -69,6 +73,7 @@ class _Parsed:
     bad: int = 0
     first_bad: int | None = None
     checkpoint: bytes = b""
+    skipped: tuple = ()  # (what, line): runs of NUL bytes and overlong lines passed over
 
 
 def objects(path: str, what: str, keep) -> list:
@@ -89,35 +94,72 @@ def objects(path: str, what: str, keep) -> list:
         BAD_LINES[key[1]] = (parsed.bad, parsed.first_bad)
     else:
         BAD_LINES.pop(key[1], None)
+    if parsed.skipped:
+        SKIPPED[key[1]] = parsed.skipped
+    else:
+        SKIPPED.pop(key[1], None)
     return parsed.items
 
 
 def _parse(path: str, fid, keep, have) -> _Parsed:
-    """The file's complete lines parsed on from the last read (`have`: (its file id, `_Parsed`))."""
+    """The file's complete lines parsed on from the last read (`have`: (its file id, `_Parsed`)),
+    a bounded window at a time: a run of NUL bytes (a sparse hole, a crash's zeros) ends the line
+    before it and is skipped unread, a line longer than MAX_RECORD is skipped; both are named."""
     old_fid, before = have if have is not None else (None, _Parsed(0, []))
     if not only_grew(path, fid, since=old_fid, end=before.end, checkpoint=before.checkpoint):
         before = _Parsed(0, [])  # replaced, truncated or rewritten: read again whole
-    with open_file(path) as fh:
-        fh.seek(before.end)
-        data = fh.read(max(0, fid.size - before.end))
-    items, pos, line, bad, first = [], 0, before.lines, before.bad, before.first_bad
-    while (end := data.find(b"\n", pos)) >= 0:
+    items, line, bad, first, skipped = [], before.lines, before.bad, before.first_bad, list(before.skipped)
+    at, size = before.end, fid.size
+
+    def take(offset: int, raw: bytes, length: int) -> None:
+        nonlocal line, bad, first
         line += 1
         try:
-            obj = orjson.loads(data[pos:end])
+            obj = orjson.loads(raw)
         except orjson.JSONDecodeError:
             obj = None
         if isinstance(obj, dict):
-            items.append(keep(before.end + pos, end + 1 - pos, obj))
-        elif data[pos:end].strip():
+            items.append(keep(offset, length, obj))
+        elif raw.strip():
             bad, first = bad + 1, first or line
-        pos = end + 1
-    checkpoint = advance_checkpoint(before.checkpoint, data[max(0, pos - CHECKPOINT_BYTES):pos])
-    return _Parsed(before.end + pos, before.items + items if before.items else items, line, bad, first, checkpoint)
+    with open_file(path) as fh:
+        fd = fh.fileno()
+        while at < size:
+            data = os.pread(fd, min(WINDOW, size - at), at)
+            run = nul_run_fd(fd, data, at, size)
+            body = data if run is None else data[:run[0] - at]
+            pos = 0
+            while (end := body.find(b"\n", pos)) >= 0:
+                take(at + pos, body[pos:end], end + 1 - pos)
+                pos = end + 1
+            if run is not None:  # the line before the run ends there
+                if body[pos:].strip():
+                    take(at + pos, body[pos:], len(body) - pos)
+                skipped.append((run_text(run), line + 1))
+                at = run[1]
+            elif pos:
+                at += pos
+            elif len(data) == WINDOW:  # one line longer than the window
+                end, newline, _cr = line_end(path, at + len(data), size)
+                if newline and end - at <= MAX_RECORD:
+                    take(at, os.pread(fd, end - 1 - at, at), end - at)
+                elif newline or end < size:
+                    line += 1
+                    skipped.append((f"a line of {size_text(end - at)} (longer than {size_text(MAX_RECORD)}: "
+                                    "skipped)", line))
+                else:
+                    break  # a long torn last line: read when its newline arrives
+                at = end
+            else:
+                break  # a torn last line waits for its newline
+    checkpoint = read_range(path, max(0, at - CHECKPOINT_BYTES), at) if at else b""
+    return _Parsed(at, before.items + items if before.items else items, line, bad, first, checkpoint,
+                   tuple(skipped[:MAX_SKIPPED]))
 
 
 # real path -> (complete lines that are not a JSON object, the first one's line number), as last parsed
 BAD_LINES: dict[str, tuple[int, int]] = {}
+SKIPPED: dict[str, tuple] = {}  # real path -> ((what, line), …): NUL runs and overlong lines passed over
 
 
 def bad_line_problems(run_path: str) -> list[Problem]:
@@ -125,7 +167,9 @@ def bad_line_problems(run_path: str) -> list[Problem]:
     complete lines that are not JSON objects: those lines are skipped, and said so."""
     root = os.path.realpath(run_path) + os.sep
     return [Problem(path, "lines that are not JSON objects (skipped)", n, first)
-            for path, (n, first) in list(BAD_LINES.items()) if path.startswith(root)]
+            for path, (n, first) in list(BAD_LINES.items()) if path.startswith(root)] + [
+        Problem(path, what, 1, line) for path, skipped in list(SKIPPED.items()) if path.startswith(root)
+        for what, line in skipped]
 
 
 def _sampled_size(items: list) -> int:
