@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 
-from ..io.files import read_range, read_tail
+from ..io.files import open_file, read_range
+from ..io.holes import content_end
 from ..io.valued import has_finite_value
 
 RESERVED = ("step", "time", "_timestamp", "producer")
@@ -45,7 +47,7 @@ def metrics_tail(path: str | None) -> tuple[int | None, float | None, bool]:
     rows), the caller asks the store."""
     for nbytes in (64 << 10, 1 << 20):
         try:
-            data, start = read_tail(path, nbytes) if path else (b"", 0)
+            data, start = _tail(path, nbytes) if path else (b"", 0)
         except OSError:
             return None, None, True
         rows = [r for r in map(_row, data.split(b"\n")[1 if start else 0:]) if r is not None]
@@ -54,6 +56,14 @@ def metrics_tail(path: str | None) -> tuple[int | None, float | None, bool]:
         if steps or start == 0:
             break
     return (max(steps) if steps else None), (max(times) if times else None), start == 0
+
+
+def _tail(path: str, nbytes: int) -> tuple[bytes, int]:
+    """The last `nbytes` before the file's content ends (a sparse or zeroed tail is not read)."""
+    with open_file(path) as fh:
+        end = content_end(fh.fileno(), os.fstat(fh.fileno()).st_size)
+        start = max(0, end - nbytes)
+        return os.pread(fh.fileno(), end - start, start), start
 
 
 def metrics_head(path: str | None) -> tuple[float | None, int | None, bool]:
