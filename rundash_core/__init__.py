@@ -5,6 +5,8 @@
     run = rd.open_run(runs.path[0])
     run.metrics()          # tidy: step, time, metric, value, producer
     run.samples()          # one row per sample; run.episode(sample_id) -> rd.Episode
+
+Every reader hides secrets (`rundash_core.gate`); `rd.open_run(path, reveal=True)` shows raw values.
 """
 from . import frames
 from .discover import discover, list_runs

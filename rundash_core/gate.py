@@ -118,12 +118,12 @@ def _column(s: pd.Series) -> pd.Series:
 
 
 _MEMO: dict[str, str] = {}
-_MEMO_MAX = 200_000
+_MEMO_MAX = 50_000  # (values of at most 256 characters: a few tens of MB at worst)
 
 
 def _redact_text(value: str) -> str:
     """`redact_text` remembered for short values (ids, envs, statuses repeat on every listing)."""
-    if len(value) > 512:
+    if len(value) > 256:
         return redact_text(value)
     if (out := _MEMO.get(value)) is None:
         if len(_MEMO) >= _MEMO_MAX:
