@@ -5,6 +5,7 @@ in `relax`'s module docstring). Never raises: what is wrong with a row is counte
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,12 +13,14 @@ import orjson
 import pandas as pd
 
 from ..io.files import open_file
+from ..io.holes import line_end, nul_run_fd, run_text, size_text
 from ..io.jsonl import LineProblems, parse_jsonl_bytes
 
 PRODUCERS = {"train": "rollout", "eval": "eval"}
 STATUSES = ("completed", "truncated", "aborted", "failed", "pending")
 UNREADABLE = "cannot be read"
 CHUNK_BYTES = 16 << 20  # files are read in pieces so a huge file never sits in memory whole
+MAX_ROW_BYTES = 64 << 20  # one rollout row (prompt, response, scalars); a longer line is skipped
 FILE_COLUMNS = ("sample_id", "split", "step", "sample_index", "group_index", "dataset", "reward", "status",
                 "response_length", "total_length", "prompt_length", "agent_turns", "offset", "length")
 _INT_COLUMNS = ("sample_index", "group_index", "response_length", "total_length", "prompt_length", "agent_turns")
@@ -103,16 +106,21 @@ def _line_starts(chunk: bytes) -> np.ndarray:
 def _rows(path: str, size: int, problems: LineProblems):
     """(line number, byte offset, length, row) of every JSON object among the first `size` bytes,
     chunk by chunk. A last line without its newline is kept when it parses (else: the file is
-    still being written)."""
-    carry, line, base = b"", 1, 0
+    still being written). A run of NUL bytes (a sparse hole, a crash's zeros) ends the line before
+    it and is skipped unread; a line over MAX_ROW_BYTES is skipped; both are problems."""
+    carry, line, base, at = b"", 1, 0, 0  # base: the file offset of `carry`; at: of the next read
     with open_file(path) as fh:
-        left = size
-        while left > 0:
-            data = carry + fh.read(min(CHUNK_BYTES, left))
-            left = size - fh.tell()
-            if len(data) == len(carry):
+        fd = fh.fileno()
+        while at < size:
+            piece = os.pread(fd, min(CHUNK_BYTES, size - at), at)
+            if not piece:
                 break
+            run = nul_run_fd(fd, piece, at, size)
+            data = carry + (piece if run is None else piece[:run[0] - at])
+            at += len(piece)
             cut = data.rfind(b"\n") + 1
+            if run is not None and data[cut:].strip():
+                data, cut = data + b"\n", len(data) + 1  # the line before the run ends there
             carry = data[cut:]
             parsed = parse_jsonl_bytes(data[:cut], problems, first_line=line)
             starts = _line_starts(data[:cut])
@@ -121,6 +129,15 @@ def _rows(path: str, size: int, problems: LineProblems):
                 yield parsed.line_of(i), base + int(starts[k]), int(starts[k + 1] - starts[k] - 1), r
             line += parsed.nlines
             base += cut
+            if run is not None:
+                problems.add(run_text(run), line)
+                carry, base, at = b"", run[1], run[1]
+            elif len(carry) > MAX_ROW_BYTES:  # a line too long to be a row: skipped to its newline
+                end, newline, _cr = line_end(path, at, size)
+                if not newline and end == size:
+                    break
+                problems.add(f"a line longer than {size_text(MAX_ROW_BYTES)} (skipped)", line)
+                line, carry, base, at = line + newline, b"", end, end
     if carry.strip():
         try:
             row = orjson.loads(carry)
