@@ -27,8 +27,8 @@ import os
 import time
 from dataclasses import dataclass
 
-from .files import FileId, describe_unreadable, file_id, read_range
-from .holes import NUL_RUN_BYTES, line_end, nul_run, run_text, size_text
+from .files import FileId, describe_unreadable, file_id, open_file, read_range
+from .holes import NUL_RUN_BYTES, data_until, line_end, nul_run, run_text, size_text
 
 CHECKPOINT_BYTES = 64  # the last bytes looked at; if they change, the file was rewritten, not appended
 SETTLE_S = 5.0  # a last line without its newline is read once the file has been still this long
@@ -243,7 +243,11 @@ class ByteTail:
 
     def _read(self, start: int, size: int, max_bytes: int | None, *, after: int = 0) -> bytes:
         """Bytes [start, size), or a block of `max_bytes` grown until it holds a newline past its
-        first `after` bytes (a held line's late newline, skipped, ends no line)."""
+        first `after` bytes (a held line's late newline, skipped, ends no line); not past the next
+        hole (the caller skips it unread)."""
+        if size - start > NUL_RUN_BYTES:
+            with open_file(self.path) as fh:
+                size = data_until(fh.fileno(), start, size)
         if max_bytes is None or size - start <= max_bytes:
             return read_range(self.path, start, size)
         end = start + max_bytes

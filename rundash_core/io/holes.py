@@ -37,6 +37,16 @@ def _data_from(fd: int, pos: int, size: int) -> int:
         return pos
 
 
+def data_until(fd: int, pos: int, size: int) -> int:
+    """How far from `pos` a read need go: NUL_RUN_BYTES into the next hole (so the read sees it as
+    a NUL run, then skipped unread); `size` where the OS cannot say or there is no hole."""
+    try:
+        hole = os.lseek(fd, pos, os.SEEK_HOLE)
+    except (OSError, AttributeError):
+        return size
+    return min(size, hole + NUL_RUN_BYTES)
+
+
 def _first_ink(fd: int, pos: int, n: int) -> int | None:
     """Offset of the first non-NUL byte in [pos, pos + n), None when all are NUL (or none read)."""
     block = os.pread(fd, n, pos)

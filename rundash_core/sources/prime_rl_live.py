@@ -24,6 +24,7 @@ import pandas as pd
 from .. import cache, frames
 from ..run import Problem
 from ..io.files import file_id, open_file
+from ..io.holes import data_until, nul_run_fd, run_text
 from .prime_rl_episode import _d, _int, _l, _num, message, to_episode
 from .prime_rl_traces import _rows, traces_dir
 
@@ -51,12 +52,15 @@ def _lines(path: str) -> list[dict]:
     if fid is None:
         return []
 
-    def parse() -> tuple[list[dict], int]:
+    def parse() -> tuple[list[dict], int, str | None]:
         try:
             with open_file(path) as fh:
-                data = fh.read(min(fid.size, MAX_LIVE_FILE))
+                data = os.pread(fh.fileno(), min(data_until(fh.fileno(), 0, fid.size), MAX_LIVE_FILE), 0)
+                run = nul_run_fd(fh.fileno(), data, 0, fid.size)  # a hole: the lines before it are read
         except OSError:
-            return [], 0
+            return [], 0, None
+        if run is not None:
+            data = data[:run[0]] + b"\n"
         out, bad = [], 0
         for raw in data[:data.rfind(b"\n") + 1].split(b"\n"):
             try:
@@ -67,10 +71,11 @@ def _lines(path: str) -> list[dict]:
                 out.append(obj)
             elif obj is not None:
                 bad += 1
-        return out, bad
+        return out, bad, run and run_text(run)
     real = os.path.realpath(path)
-    out, bad = cache.shared.current(("prime-rl-live", real), fid, parse)
-    _remember(real, f"{bad} complete line{'s' * (bad > 1)} not a JSON object (skipped)" if bad else None)
+    out, bad, hole = cache.shared.current(("prime-rl-live", real), fid, parse)
+    why = [f"{bad} complete line{'s' * (bad > 1)} not a JSON object (skipped)"] * bool(bad) + [hole] * bool(hole)
+    _remember(real, "; ".join(why) or None)
     return out
 
 
