@@ -23,6 +23,8 @@ from .files import file_id, open_file
 SKIPPABLE_MAGIC = 0x184D2A5E
 SEEKABLE_MAGIC = 0x8F92EAB1
 FOOTER = 9
+MAX_FRAMES = 1 << 20  # frames of one sealed chunk (1M frames of 4 MiB are 4 TB of text)
+MAX_FRAME_BYTES = 256 << 20  # one frame, compressed or not: reads stay bounded whatever the table says
 FRAME_CACHE = 8  # decompressed frames kept (prime-rl writes frames of 4 MiB of text)
 MAX_LINE_FRAMES = 4096  # a line spanning more frames than this is refused (corrupt table)
 
@@ -72,6 +74,8 @@ def parse_seek_table(fh, file_size: int) -> SeekTable:
     table_size = 17 + n * entry
     if table_size > file_size:
         raise SeekableError(f"seek table of {n} frames is larger than the file")
+    if n > MAX_FRAMES:  # (a sparse file can be larger than any real table)
+        raise SeekableError(f"seek table of {n:,} frames: more than {MAX_FRAMES:,} (not read)")
     fh.seek(file_size - table_size)
     raw = fh.read(table_size)
     skippable, frame_size = struct.unpack_from("<II", raw, 0)
@@ -85,6 +89,8 @@ def parse_seek_table(fh, file_size: int) -> SeekTable:
         raise SeekableError("frame sizes in the seek table do not add up to the file size")
     if any(c == 0 and d != 0 for c, d in zip(c_sizes, d_sizes)):
         raise SeekableError("a frame of compressed size 0 claims content")
+    if max(c_sizes + d_sizes, default=0) > MAX_FRAME_BYTES:  # a frame is read and decompressed whole
+        raise SeekableError(f"a frame larger than {MAX_FRAME_BYTES >> 20} MB (not read)")
     c_starts, d_starts, c, d = [], [], 0, 0
     for cs, ds in zip(c_sizes, d_sizes):
         c_starts.append(c)
