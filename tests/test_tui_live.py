@@ -67,6 +67,17 @@ async def until(pilot, check, timeout: float = 45.0) -> bool:
     return True
 
 
+async def settled(pilot, read, refreshes: int = 3, timeout: float = 45.0):
+    """`read()` once it has stayed the same over `refreshes` refresh ticks (content still loading
+    under load is waited for, not raced)."""
+    end, last, same = time.monotonic() + timeout, read(), 0
+    while same < refreshes and time.monotonic() < end:
+        await pilot.pause(TICK)
+        now = read()
+        same, last = (same + 1, last) if now == last else (0, now)
+    return last
+
+
 def cell_row(table: DataTable, label: str) -> list[str] | None:
     for i in range(table.row_count):
         row = [str(c) for c in table.get_row_at(i)]
@@ -291,11 +302,14 @@ def test_a_finished_run_is_not_re_read_until_r_which_refreshes_in_place(finished
 
 # Read failures -------------------------------------------------------------------------------------
 def test_a_failed_refresh_is_said_in_the_note_and_the_content_stays(live_run):
+    """Every step waits on its condition (`until`, `settled`), never on time: a loaded machine
+    only makes it slower."""
     async def script(app, pilot):
         run = app.screen.run
         await open_tab(app, pilot, "metrics")
         table = app.screen.query_one("#metrics-table", DataTable)
-        rows = table.row_count
+        assert await until(pilot, lambda: table.row_count > 0)  # the table is filled
+        rows = await settled(pilot, lambda: table.row_count)
         metrics = live_run / METRICS
         kept = metrics.read_bytes()
         metrics.write_bytes(b"")  # rewritten from scratch by the writer: empty for a while
@@ -304,10 +318,11 @@ def test_a_failed_refresh_is_said_in_the_note_and_the_content_stays(live_run):
         metrics.write_bytes(kept)
         write_lines(metrics, [{"step": 9, "time": time.time(), "optim/grad_norm": 0.777, "producer": "trainer"}], "a")
         assert await until(pilot, lambda: "0.777" in str(cell_row(table, "optim/grad_norm")))
-        assert text_of(app, "#metrics-note") == ""
+        assert await until(pilot, lambda: text_of(app, "#metrics-note") == "")
 
         await open_tab(app, pilot, "logs")
-        shown = text_of(app, "#log-text")
+        assert await until(pilot, lambda: text_of(app, "#log-text").strip() != "")  # the logs are read
+        shown = await settled(pilot, lambda: text_of(app, "#log-text"))
         real = run.read_log
 
         def failing(paths, **kw):
@@ -320,6 +335,6 @@ def test_a_failed_refresh_is_said_in_the_note_and_the_content_stays(live_run):
         with open(live_run / ORCH_LOG, "a") as fh:
             fh.write("08:30:00 INFO back again\n")
         assert await until(pilot, lambda: "back again" in text_of(app, "#log-text"))
-        assert text_of(app, "#logs-note") == ""
+        assert await until(pilot, lambda: text_of(app, "#logs-note") == "")
 
     run_app(RundashApp([str(live_run)]), script)
