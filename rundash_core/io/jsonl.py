@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 import orjson
@@ -119,12 +120,35 @@ def _lenient(raw: bytes, problems: LineProblems, line_no: int):
         text = raw.decode("utf-8", errors="replace")
     try:
         row = json.loads(text)
+    except RecursionError:  # orjson stops at 1024 levels; the stdlib parser recurses past the stack
+        problems.add("JSON nested too deep (skipped)", line_no)
+        return _SKIP
     except ValueError:
         problems.add("truncated JSON line" if text.lstrip().startswith("{") else "not JSON", line_no)
         return _SKIP
     if b"NaN" in raw or b"Infinity" in raw:
         problems.add("NaN/Infinity values (shown as gaps or ±inf)", line_no)
+    if _ESCAPE.search(raw):
+        row = _without_lone_surrogates(row, problems, line_no)
     return row
+
+
+_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a \uD800-\uDFFF escape: orjson refuses a lone one, json does not
+
+
+def _without_lone_surrogates(row, problems: LineProblems, line_no: int):
+    """The row with each lone surrogate (valid in JSON text, not encodable as UTF-8: pyarrow,
+    the browser and every write raise on it) replaced by U+FFFD; pairs are kept as characters."""
+    try:
+        text = json.dumps(row, ensure_ascii=False, allow_nan=True)
+        text.encode("utf-8")
+        return row
+    except UnicodeEncodeError:
+        pass
+    except (ValueError, RecursionError):
+        return row
+    problems.add("lone UTF-16 surrogate escapes (replaced by U+FFFD)", line_no)
+    return json.loads(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
 
 
 @dataclass
