@@ -233,11 +233,18 @@ def empty_board(plan: Plan, *, cwd: str | None = None) -> list[str]:
 def serve(plan: Plan) -> int:
     """Start the server, report it once it answers, wait for it; Ctrl-C stops it cleanly."""
     app = app_path()
-    proc = subprocess.Popen(plan.command(app), cwd=app.parent, env=plan.environment(),  # .streamlit/config.toml
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    # SIGINT and SIGTERM to the launcher's pid alone stop the server too (CLI only). SIGINT is set
+    # explicitly: a launcher started from a script's `&` inherits it ignored, and so would its
+    # server; with a handler here, the server execs with the default (handlers reset on exec).
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        proc = subprocess.Popen(plan.command(app), cwd=app.parent, env=plan.environment(),  # .streamlit/config.toml
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    except BaseException:
+        _restore(previous)
+        raise
     echo = _Echo(proc)
     instances.record(proc.pid, plan.local_url, plan.dirs)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill <launcher>` stops the server too (CLI only)
     try:
         if wait_healthy(plan.local_url, proc):
             print(f"\nrundash is serving at {plan.local_url}", flush=True)
@@ -257,7 +264,7 @@ def serve(plan: Plan) -> int:
         raise
     finally:
         instances.remove(proc.pid)
-        signal.signal(signal.SIGTERM, previous)  # a caller's own handler is back once the server is gone
+        _restore(previous)  # a caller's own handlers are back once the server is gone
 
 
 class _Echo:
@@ -290,7 +297,12 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def stop(proc: subprocess.Popen, timeout: float = 10) -> int:
+def _restore(saved: dict) -> None:
+    for sig, handler in saved.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 6) -> int:
     """Stop the server: SIGINT (as a terminal's Ctrl-C), then SIGKILL if it lingers. A second
     Ctrl-C or `kill` meanwhile is ignored: it would leave the server running but forgotten."""
     saved = {}
@@ -305,8 +317,7 @@ def stop(proc: subprocess.Popen, timeout: float = 10) -> int:
             proc.kill()
             proc.wait()
     finally:
-        for sig, handler in saved.items():  # the caller's handlers are back once the server is gone
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        _restore(saved)  # the caller's handlers are back once the server is gone
     print("rundash stopped", flush=True)
     return 0
 

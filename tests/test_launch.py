@@ -119,3 +119,52 @@ def test_an_empty_dir_is_diagnosed_with_the_folders_holding_runs(tmp_path):
         assert "Proceed?" not in text  # a DIR given: no question
     finally:
         launcher.kill()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:  # as a new server binds it (SO_REUSEADDR: TIME_WAIT leftovers do not count)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_sigint_to_the_launcher_pid_alone_stops_it_and_its_server(tmp_path):
+    """`kill -INT <pid of rundash>` (not the group) from a script whose `&` started the launcher
+    with SIGINT ignored: the launcher and its server exit within seconds and the port is free."""
+    runs, cache = tmp_path / "outputs", tmp_path / "cache"
+    copy_run(NEW_RUN, runs)
+    port = _free_port()
+    env = {**os.environ, "RUNDASH_CACHE_DIR": str(cache)}
+    for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"):
+        env.pop(k, None)
+    rundash = str(Path(sys.executable).with_name("rundash"))
+    proc = subprocess.Popen([rundash, str(runs), "--port", str(port), "--host", "127.0.0.1"], env=env, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+    try:
+        deadline = time.time() + 90
+        while not any("rundash is serving" in line for line in lines):
+            assert time.time() < deadline and proc.poll() is None, "".join(lines)
+            time.sleep(0.2)
+        [server] = _children(proc.pid)
+        t0 = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)  # the launcher's pid only
+        assert proc.wait(10) == 0
+        while instances.pid_alive(server) and time.monotonic() - t0 < 10:
+            time.sleep(0.1)
+        assert time.monotonic() - t0 < 10, "the server outlived the launcher"
+        assert not Path(f"/proc/{server}").exists() or "zombie" in Path(f"/proc/{server}/status").read_text()
+        assert _port_free(port)
+        time.sleep(0.3)
+        assert any("rundash stopped" in line for line in lines)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
