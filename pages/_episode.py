@@ -32,7 +32,7 @@ def _pairs(title: str, values: dict, fmt=_number, label: str = "name") -> None:
 
 def side_panel(episode: Episode, row: dict | None) -> None:
     st.metric("Reward", _number(episode.reward))
-    st.caption(f"{_ui.md_escape(episode.split)} · step {_number(episode.step)}"
+    st.caption(f"{_ui.md_escape(episode.split)} · {tj.step_text(episode, row)}"
                + (f" · {_ui.md_escape(episode.env)}" if episode.env else ""))
     if episode.error:
         st.caption("ERROR")

@@ -15,11 +15,7 @@ from pages._charts import PLOTLY_CONFIG, live_paused, url_widget
 from rundash_core import episode_ids, trajectory as tj, trajectory_charts
 from rundash_core.present import ABSENT, table_height
 
-# The values a reader compares first (reward, advantage, status, sizes), the long ids last (cut to
-# ID_PX, whole in the cell: double-click it)
-FIRST_COLUMNS = ["reward", "advantage", "status", "step", "split", "env", "turns", "output_tokens", "input_tokens",
-                 "duration_s", "arrival", "error"]
-ID_COLUMNS, ID_PX = ("task_id", "group_id", "sample_id"), 160
+ID_COLUMNS, ID_PX = tj.ID_COLUMNS, 160  # (the order: tj.table_columns; long ids cut to ID_PX, whole in the cell)
 LIVE_COLUMNS = ["sample_id", "status", "env", "split", "step", "group_id", "task_id", "turns", "output_tokens",
                 "duration_s"]
 
@@ -167,8 +163,7 @@ if by_group:
             st.caption(f"Group {_ui.md_code(group)}: its samples below, best first.")
 
 st.caption(f"**{len(view):,}** of {len(samples):,} samples")
-rest = [c for c in view.columns if c not in FIRST_COLUMNS and c not in ID_COLUMNS]
-shown = view[FIRST_COLUMNS + rest + list(ID_COLUMNS)].assign(
+shown = view[tj.table_columns(view.columns)].assign(
     arrival=pd.to_datetime(view["arrival"], unit="s", utc=True))
 table_key = f"tr_table_{mode}_{split}_{step}_{env}_{status}_{errors_only}_{sort}_{group}"
 event = st.dataframe(shown, key=table_key, on_select="rerun", selection_mode="single-row", hide_index=True,
@@ -178,7 +173,7 @@ event = st.dataframe(shown, key=table_key, on_select="rerun", selection_mode="si
                                     "step_folder": st.column_config.NumberColumn(tj.FOLDER_LABEL, format="%d"),
                                     **{c: st.column_config.TextColumn(c, width=ID_PX, help=f"Long ids are cut to the column: the "
                                                                       f"whole {c} is in the cell, double-click it to read it.")
-                                       for c in ID_COLUMNS},
+                                       for c in ID_COLUMNS if c in shown.columns},
                                     **{c: None for c in shown.columns if len(shown) and shown[c].isna().all()}},
                      placeholder=ABSENT, height=min(36 + 35 * len(view), 420))
 picked = tuple(event.selection.rows)

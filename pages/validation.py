@@ -87,7 +87,7 @@ if "failure_modes" in run.capabilities:
         if cats:
             bucket = st.radio("Bucket", cats, horizontal=True, key=f"val_bucket_{run.run_id}_{event}",
                               format_func=lambda c: f"{fm.LABELS.get(c, c)} ({counts.get(c, 0)})")
-            rows = vc.bucket_table(mine, run.run_id, bucket)
+            rows = vc.bucket_table(mine, run.run_id, bucket, _ui.read_or_stop(run.samples, f"the samples of {run.run_id}"))
             st.caption(f"The tasks of {md_code(labels.get(event, event))} in this bucket; **open** links to "
                        "each trajectory.")
             st.dataframe(rows, hide_index=True, width="stretch", height=table_height(len(rows)),

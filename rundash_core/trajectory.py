@@ -25,6 +25,29 @@ SORT_LABELS = {k: ("group" if k == "group" else f"{col.replace('_s', '').replace
                for k, (col, asc) in SORTS.items()}
 MODES = {"stream": "Stream", "step": "Step"}  # URL value -> label (`?mode=stream`)
 
+# The sample table's order: the values a reader compares first (reward, advantage, status, sizes),
+# then the rest, the long ids last, the writer's episode id first among them (what a user pastes)
+FIRST_COLUMNS = ["reward", "advantage", "status", "step", "split", "env", "turns", "output_tokens", "input_tokens",
+                 "duration_s", "arrival", "error"]
+ID_COLUMNS = ("episode_id", "task_id", "group_id", "sample_id")
+
+
+def table_columns(columns) -> list[str]:
+    """`columns` (a samples frame's) in the sample table's order (`FIRST_COLUMNS`, the rest, `ID_COLUMNS`)."""
+    have = list(columns)
+    return ([c for c in FIRST_COLUMNS if c in have] + [c for c in have if c not in FIRST_COLUMNS and c not in ID_COLUMNS]
+            + [c for c in ID_COLUMNS if c in have])
+
+
+def step_text(episode: Episode, row: dict | None) -> str:
+    """The episode's step as its side panel says it: 'step 12'; a Harbor trial with no known
+    trainer step says its folder ('Harbor step folder 2', the `step_folder` column); else 'step n/a'."""
+    if episode.step is not None and not pd.isna(episode.step):
+        return f"step {episode.step}"
+    folder = (row or {}).get("step_folder")
+    return f"{FOLDER_LABEL} {int(folder)}" if folder is not None and not pd.isna(folder) else "step n/a"
+
+
 
 def has_error(samples: pd.DataFrame) -> pd.Series:
     """Rows whose rollout raised (`ok` False) or that name an error."""

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from . import failure_modes as fm
+from . import episode_ids, failure_modes as fm
 from . import validation as val
 from .charts.figures import DASHES, PALETTE, plotly_text
 from .charts.gaps import STEP_GAP, break_before
@@ -173,9 +173,13 @@ def trajectory_link(run_id: str, *, step, sample_id: str, split: str | None = No
     return "trajectory?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
 
 
-def bucket_table(modes: pd.DataFrame, run_id: str, category: str) -> pd.DataFrame:
-    """The tasks of one failure bucket with a link to each trajectory."""
+def bucket_table(modes: pd.DataFrame, run_id: str, category: str, samples: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The tasks of one failure bucket with a link to each trajectory; given the run's `samples()`,
+    a link carries the writer's episode id (`episode_ids.link_ids`, as every deep link does)."""
     rows = modes[modes["category"] == category]
+    if samples is not None and not samples.empty:
+        links = dict(zip(samples["sample_id"].astype(str), episode_ids.link_ids(samples)))
+        rows = rows.assign(sample_id=[links.get(str(i), i) for i in rows["sample_id"]])
     return pd.DataFrame({
         "task": rows["task_id"].to_numpy(), "capability": rows["capability"].to_numpy(),
         "reason": rows["reason"].to_numpy(),

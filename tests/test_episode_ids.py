@@ -150,3 +150,42 @@ def test_links_keep_the_short_form_for_an_id_a_url_would_escape():
     assert [episode_ids.link_id(samples, s) for s in samples["sample_id"]] == ["1-aa", "2-bb", "ok-id", "4-dd"]
     assert samples["sample_id"].iloc[episode_ids.find(samples, "a/b c", "r")] == "1-aa"  # still opens by it
     assert episode_ids.find(samples, "1-aa", "r") == 0  # a sample id wins over a writer id equal to it
+
+
+def test_failure_mode_links_carry_the_trial_name_and_open_that_episode(monkeypatch):
+    """Validation's failure-bucket table links each task to its trajectory by the writer's id (the
+    Harbor trial name, as every deep link: `episode_ids.link_ids`), and that link opens the episode."""
+    import urllib.parse
+
+    folder = LEGO_LOG.parent.parent
+    run_id = rd.discover([folder])["run_id"].iloc[0]
+    at = open_page(monkeypatch, folder, "pages/validation.py", {"run": run_id})
+    tables = [d.value for d in at.dataframe if "trajectory" in getattr(d.value, "columns", [])]
+    assert tables and len(tables[0])
+    samples = rd.open_run(LEGO_LOG).samples()
+    for link in tables[0]["trajectory"]:
+        sample = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["sample"][0]
+        assert sample in set(samples["episode_id"]) and sample not in set(samples["sample_id"]), link
+    sample = urllib.parse.parse_qs(urllib.parse.urlsplit(tables[0]["trajectory"].iloc[0]).query)["sample"][0]
+    opened = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sample})
+    sid = samples.loc[samples["episode_id"] == sample, "sample_id"].iloc[0]
+    assert any(f"### Sample `{sid}`" in m.value for m in opened.markdown)
+
+
+def test_the_sample_table_shows_values_first_and_the_episode_id_first_of_the_ids():
+    from rundash_core import trajectory as tj
+
+    columns = tj.table_columns(rd.open_run(TRACES_RUN).samples().columns)
+    assert columns[:3] == ["reward", "advantage", "status"]
+    assert columns[-4:] == ["episode_id", "task_id", "group_id", "sample_id"]  # the ids last, the writer's first
+    assert len(columns) == len(set(columns)) == len(rd.open_run(TRACES_RUN).samples().columns)
+
+
+def test_the_trajectory_page_orders_its_table_by_table_columns(monkeypatch):
+    from rundash_core import trajectory as tj
+
+    runs = rd.discover([TRACES_RUN.parent])
+    run_id = runs[runs["path"] == str(TRACES_RUN)]["run_id"].iloc[0]
+    at = open_page(monkeypatch, TRACES_RUN.parent, PAGE, {"run": run_id})
+    shown = [d.value for d in at.dataframe if "sample_id" in getattr(d.value, "columns", [])][0]
+    assert list(shown.columns) == tj.table_columns(rd.open_run(TRACES_RUN).samples().columns)

@@ -193,3 +193,20 @@ def test_the_terminal_view_picks_samples_on_the_same_axis():
         assert len(pane.view) == 8 and set(pane.view["step_folder"]) == {2}  # the training folder's 8 trials
 
     run_app(RundashApp([str(DATA / "lego" / "logs" / f"{EXP}.log")], mask=None), script)
+
+
+def test_an_unmapped_trial_s_side_panel_names_its_harbor_step_folder(monkeypatch):
+    """The episode side panel says 'Harbor step folder 2' (its `step_folder`) where no trainer
+    step is known, never 'step n/a'; a mapped trial says its trainer step."""
+    log = DATA / "lego" / "logs" / f"{EXP}.log"
+    folder = log.parent.parent
+    run_id = rd.discover([folder])["run_id"].iloc[0]
+    s = rd.open_run(log).samples()
+    unmapped = s.query("step_folder == 2")["sample_id"].iloc[0]
+    at = open_page(monkeypatch, folder, TRAJECTORY, {"run": run_id, "sample": unmapped})
+    captions = [c.value for c in at.caption]
+    assert any("· Harbor step folder 2" in c for c in captions), captions
+    assert not any("step n/a" in c for c in captions)
+    mapped = s.query("step_folder == 1")["sample_id"].iloc[0]  # paired with trainer step 0
+    at = open_page(monkeypatch, folder, TRAJECTORY, {"run": run_id, "sample": mapped})
+    assert any("· step 0" in c.value for c in at.caption)
