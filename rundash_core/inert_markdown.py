@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from typing import Callable, Iterable, Iterator
+from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
@@ -21,7 +22,6 @@ _PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]&~$:@|#{}])")
 _LINE_START = re.compile(r"^([ \t]*)(\d{1,9}(?=[.)])|[-+=])")
 _BARE_URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#&+,;=%]+", re.I)
-_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _LIST_ITEM = re.compile(r"^ {0,3}(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
 
@@ -36,13 +36,13 @@ def escape(text: str) -> str:
 
 
 def safe_url(url: str) -> bool:
-    """http(s), or a relative target inside the app (`trajectory?run=…`, `#x`, `docs/x.md`)."""
+    """http(s), or a relative target inside the app (`trajectory?run=…`, `#x`, `docs/x.md`) whose
+    first segment has no `:` even decoded and without blanks (`java%09script:` is refused)."""
     url = url.strip()
-    if not url or any(ord(c) < 33 for c in url):
-        return False
-    if _SCHEME.match(url):
-        return url.lower().startswith(("http://", "https://"))
-    return not url.startswith(("//", "\\", "/\\"))
+    if url.lower().startswith(("http://", "https://")):
+        return not any(ord(c) < 33 for c in url)
+    plain = "".join(c for c in unquote(url) if ord(c) > 32)
+    return bool(plain) and not plain.startswith(("//", "\\", "/\\")) and ":" not in re.split(r"[/?#]", plain, 1)[0]
 
 
 def link(label_md: str, url: str) -> str:

@@ -1,10 +1,9 @@
 """A run's reports (`reports/<slug>.md`, prime-rl spec 2.1 and 8.2): listed, and made safe to render.
 
 A report is Markdown written by a person or an agent, with optional YAML front matter (`title`).
-It is run-provided text, so before Streamlit renders it: HTML is escaped (`<` shows as text),
-links and images keep only http(s), mailto and relative targets (a `javascript:` or `data:` link
-becomes its text), images become links (no remote fetch on render), secrets are hidden; code
-spans and blocks are left as written (Markdown shows them literally). Citations become links:
+It is run-provided text, so before Streamlit renders it, it is rewritten by `inert_markdown`
+(one token filter, shared with the AI answer): no HTML, links only to http(s) and relative targets,
+images as links (no fetch on render); secrets are hidden when read. Citations become links:
 `step 12` to the Trajectory page at that step and the Metrics page, an episode's sample id to
 the Trajectory page's episode.
 """
@@ -18,7 +17,7 @@ from urllib.parse import quote, urlencode
 
 import pandas as pd
 
-from . import cache, frames
+from . import cache, frames, inert_markdown
 from .io.files import file_id, read_text
 from .redact import redact_text
 
@@ -26,13 +25,7 @@ FOLDER = "reports"
 MAX_BYTES = 2 << 20
 TITLE_BYTES = 64 << 10  # where a title is looked for when listing
 MAX_TITLE = 200  # characters shown in the report picker
-_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"(?<![\\`])(`+)(?!`)(.+?)(?<!`)\1(?!`)")  # exact run lengths, not after \\
-_LINK = re.compile(r"(!?)\[((?:[^\[\]\\]|\\.)*)\]\(\s*<?([^()\s>]*(?:\([^()\s]*\)[^()\s>]*)*)>?(?:\s+(\"[^\"]*\"|'[^']*'))?\s*\)")
-_SAFE_URL = re.compile(r"^(?:https?://|mailto:|#|/(?!/)|\.{0,2}/|[\w.-]+(?:[/?#]|$))", re.I)
-_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
-_STEP = re.compile(r"\b([Ss]tep)[ _]?(\d{1,9})\b")
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{6,}")
+_CITE = re.compile(r"\b(([Ss]tep)[ _]?(\d{1,9}))\b|(?<![A-Za-z0-9_-])([A-Za-z0-9_-]{6,})")  # step N | a word
 
 
 @dataclass
@@ -124,126 +117,11 @@ def _first_heading(body: str) -> str:
 
 
 # Rendering --------------------------------------------------------------------------------------
-_LIST_ITEM = re.compile(r"^ {0,3}(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
-_REF_DEF_ANY = re.compile(r"(\[(?:[^\[\]\\]|\\.)+\]:[ \t]*(?:\n[ \t]*)?)(<[^>\n]*>|\S+)")
-_LINK_OPEN = re.compile(r"\]\((?=[ \t]*(?:\n[ \t]*)?([^\s()]*))")
-_IMAGE_OPEN = re.compile(r"(?<!\\)((?:\\\\)*)!\[")
-
-
 def safe_markdown(body: str, *, run_id: str, sample_ids=()) -> str:
     """The report body as Markdown Streamlit can render without any run-provided HTML, script
-    link or remote image, with citations linked (see the module doc). Text is made safe a block of
-    lines at a time (a link or a code span may span lines); only what Markdown surely reads as
-    code is left as written, anything doubtful is escaped."""
+    link or remote image (`inert_markdown`), with citations linked (see the module doc)."""
     ids = set(sample_ids)
-    out: list[str] = []
-    chunk: list[str] = []
-    fence, in_list, prev_blank, prev_code = None, False, True, False
-
-    def flush():
-        if chunk:
-            out.append(_safe_chunk("\n".join(chunk), run_id, ids))
-            chunk.clear()
-
-    for line in body.split("\n"):
-        m = _FENCE.match(line)
-        if fence is not None:
-            out.append(line)
-            if m and m.group(2)[0] == fence[0] and len(m.group(2)) >= len(fence) and not line[m.end():].strip():
-                fence = None
-            continue
-        blank = not line.strip()
-        # a fence: not one whose info string has a backtick, nor an indented one in a list (it
-        # would end with the list item, and what follows is no longer code)
-        if m and not (m.group(2)[0] == "`" and "`" in line[m.end():]) and not (m.group(1) and in_list):
-            flush()
-            fence, in_list, prev_blank, prev_code = m.group(2), False, False, False
-            out.append(line)
-            continue
-        # an indented code block: after a blank line (not a paragraph's continuation), not in a list
-        if line.startswith("    ") and not blank and (prev_blank or prev_code) and not in_list:
-            flush()
-            out.append(line)
-            prev_blank, prev_code = False, True
-            continue
-        if _LIST_ITEM.match(line):
-            in_list = True
-        elif not blank and prev_blank and not line[:1].isspace():
-            in_list = False
-        chunk.append(line)
-        prev_blank, prev_code = blank, False
-    flush()
-    return "\n".join(out)
-
-
-def _safe_chunk(text: str, run_id: str, ids: set) -> str:
-    """Consecutive non-code lines: code spans kept, the rest made safe (`_safe_text`)."""
-    parts = []
-    for piece, is_code in _code_spans(text):
-        if is_code:
-            parts.append(piece)
-            continue
-        piece = _REF_DEF_ANY.sub(lambda m: m.group(1) + _safe_url_or(m.group(2).strip("<>"), "#"), piece)
-        piece = _safe_text(piece, run_id, ids)
-        # whatever link or image Markdown could still read (across lines, nested parentheses, a
-        # title in parentheses, a reference image) is broken up unless its target is safe
-        piece = _LINK_OPEN.sub(lambda m: "](" if _safe_url(m.group(1)) else "]\\(", piece)
-        parts.append(_IMAGE_OPEN.sub(lambda m: m.group(1) + "\\![", piece))
-    return "".join(parts)
-
-
-def _code_spans(text: str) -> list[tuple[str, bool]]:
-    """(piece, is a code span) in order. Spans are read one line at a time; once a line leaves a
-    backtick run without its pair, Markdown might pair it further down, so the rest of that
-    paragraph gets no code spans (it is escaped instead: safe, if less pretty)."""
-    pieces: list[tuple[str, bool]] = []
-    unsure = False
-    for line in text.split("\n"):
-        if not line.strip():
-            unsure = False
-        pos = 0
-        if not unsure:
-            for m in _CODE_SPAN.finditer(line):
-                unsure = unsure or "`" in line[pos:m.start()].replace("\\`", "")
-                if unsure:
-                    break
-                pieces += [(line[pos:m.start()], False), (m.group(0), True)]
-                pos = m.end()
-            unsure = unsure or "`" in line[pos:].replace("\\`", "")
-        pieces += [(line[pos:], False), ("\n", False)]
-    # text pieces joined again (a link may span lines)
-    return [("".join(p for p, _ in group), is_code)
-            for is_code, group in itertools.groupby(pieces[:-1], key=lambda piece: piece[1])]
-
-
-def _safe_text(text: str, run_id: str, ids: set) -> str:
-    parts, pos = [], 0
-    for m in _LINK.finditer(text):
-        parts.append(_cite(_escape_html(text[pos:m.start()]), run_id, ids))
-        label, url = _escape_html(m.group(2)), m.group(3)
-        if m.group(1):
-            label = f"image: {label}" if label else "image"
-        parts.append(f"[{label}]({url})" if _safe_url(url) else label)
-        pos = m.end()
-    parts.append(_cite(_escape_html(text[pos:]), run_id, ids))
-    return "".join(parts)
-
-
-def _escape_html(text: str) -> str:
-    return text.replace("<", "&lt;").replace(">", "&gt;") if "<" in text or ">" in text else text
-
-
-def _safe_url(url: str) -> bool:
-    url = url.strip()
-    if not url:
-        return False
-    if _SCHEME.match(url):
-        return url.lower().startswith(("http://", "https://", "mailto:"))
-    return not url.startswith("//") and bool(_SAFE_URL.match(url)) or url.startswith("?")
-
-
-def _safe_url_or(url: str, instead: str) -> str:
-    return url if _safe_url(url) else instead
+    return inert_markdown.inert(body, hook=lambda text: _cite(text, run_id, ids))
 
 
 def page_link(page: str, **params) -> str:
@@ -252,38 +130,23 @@ def page_link(page: str, **params) -> str:
 
 
 def _cite(text: str, run_id: str, ids: set) -> str:
-    """`step N` → Trajectory and Metrics at that step; a known sample id → its episode."""
-    def step(m: re.Match) -> str:
-        if _in_url(text, m.start()):
-            return m.group(0)
-        n = int(m.group(2))
-        return (f"[{m.group(0)}]({page_link('trajectory', run=run_id, step=n)}) "
-                f"([metrics]({page_link('metrics', run=run_id, step=n)}))")
-
-    text = _STEP.sub(step, text)
-    if not ids:
-        return text
+    """Plain text as Markdown: `step N` → Trajectory and Metrics at that step; a known sample id →
+    its episode; the rest escaped (bare URLs never reach here: `inert_markdown` keeps them whole)."""
     pieces, pos = [], 0
-    for m in _TOKEN.finditer(text):
-        if m.group(0) in ids and not _inside_link(text, m.start()) and not _in_url(text, m.start()):
-            pieces.append(text[pos:m.start()])
-            pieces.append(f"[{m.group(0)}]({page_link('trajectory', run=run_id, sample=m.group(0))})")
-            pos = m.end()
-    pieces.append(text[pos:])
+    for m in _CITE.finditer(text):
+        if m.group(2) is not None:
+            n = int(m.group(3))
+            pieces += [inert_markdown.escape(text[pos:m.start()]),
+                       inert_markdown.link(inert_markdown.escape(m.group(1)), page_link("trajectory", run=run_id, step=n)),
+                       " (" + inert_markdown.link("metrics", page_link("metrics", run=run_id, step=n)) + ")"]
+        elif m.group(4) in ids:
+            pieces += [inert_markdown.escape(text[pos:m.start()]),
+                       inert_markdown.link(inert_markdown.escape(m.group(4)), page_link("trajectory", run=run_id, sample=m.group(4)))]
+        else:
+            continue
+        pos = m.end()
+    pieces.append(inert_markdown.escape(text[pos:]))
     return "".join(pieces)
-
-
-def _in_url(text: str, at: int) -> bool:
-    """Is `at` inside a bare URL (`https://…/step_12`, `www.…`) that Markdown links on its own?"""
-    window = text[max(0, at - 2048):at]  # the URL so far, if one
-    word = window[max(map(window.rfind, (" ", "\n", "\t"))) + 1:]
-    return "://" in word or word.lower().lstrip("(&lt;").startswith("www.")
-
-
-def _inside_link(text: str, at: int) -> bool:
-    """Is `at` inside a `[..](..)` made by the step citation just before?"""
-    start = max(0, at - 4096)  # a citation link is short: look back that far only
-    return text.rfind("](", start, at) > text.rfind(")", start, at)
 
 
 def episode_ids(samples: pd.DataFrame) -> set[str]:
