@@ -7,8 +7,8 @@ token budget (`analysis_context`). The endpoint comes from `OPENAI_BASE_URL` / `
 
 The API key lives only in `AIConfig.api_key` (hidden from repr) and the client call: it is never
 logged, shown, cached or put in an error message. The model's answer is untrusted text:
-`safe_markdown` strips image syntax (an image URL would be fetched by the browser, a way to send
-run data elsewhere) and pages render it as Markdown without HTML.
+`safe_markdown` rewrites it through one token filter (`inert_markdown`: an image URL would be
+fetched by the browser, a way to send run data elsewhere) and pages render it without HTML.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator, Mapping
 
+from . import inert_markdown
 from .gate import gated
 from .health import Signals, health, health_state
 from .health_rules import val_series
@@ -278,22 +279,16 @@ def stream_chat(config: AIConfig, messages: list[dict], *, timeout_s: float = 12
 
 
 def safe_markdown(text: str) -> str:
-    """Model output as Markdown that loads nothing: image syntax (`![..](url)`, `![..][ref]`)
-    becomes a plain link, so the browser fetches no URL the model chose."""
-    return text.replace("![", "[")
+    """Model output as Markdown that loads nothing (`inert_markdown`: no image, HTML or script
+    link can form, whatever the escapes, entities or references), so the browser fetches no URL
+    the model chose."""
+    return inert_markdown.inert(text)
 
 
 def safe_lines(chunks: Iterable[str]) -> Iterator[str]:
-    """Stream chunks regrouped into whole lines, each through `safe_markdown` (image syntax can
-    span chunks, not lines)."""
-    buffer = ""
-    for chunk in chunks:
-        buffer += chunk
-        if "\n" in buffer:
-            done, buffer = buffer.rsplit("\n", 1)
-            yield safe_markdown(done + "\n")
-    if buffer:
-        yield safe_markdown(buffer)
+    """Stream chunks made safe a run of whole blocks at a time (`inert_markdown.inert_stream`):
+    the pieces join to `safe_markdown` of the whole answer's blocks."""
+    return inert_markdown.inert_stream(chunks)
 
 
 def analyze(run, question: str, *, model: str | None = None, config: AIConfig | None = None,
