@@ -33,6 +33,7 @@ import pandas as pd
 
 from .. import cache, episode_ids, frames
 from ..io import zst_seekable
+from ..io.jsondepth import DEEP_MARK, is_too_deep, loads_shallow
 from ..io.files import file_id
 from .prime_rl_episode import _d, _int, _l, _num, to_episode
 from .prime_rl_lines import objects as _objects, read_record_line
@@ -331,8 +332,15 @@ def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sampl
 
     if is_legacy(plain):  # a pre-Jul-9 rollout dict: shown raw
         return legacy_episode(run_id, row)
+    cut = 0
     try:
-        record = orjson.loads(read_record_line(plain, offset, length))
+        raw = read_record_line(plain, offset, length)
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            if not is_too_deep(e):
+                raise
+            record, cut = loads_shallow(raw)
     except (OSError, orjson.JSONDecodeError, zst_seekable.SeekableError) as e:
         raise KeyError(f"{run_id}: sample {sample_id!r} cannot be read ({e})") from e
     if not isinstance(record, dict):
@@ -341,4 +349,8 @@ def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sampl
     ann = annotation_index(folder)
     anns = {t.get("id"): read_annotations(folder, t.get("id"), ann)
             for t in _l(record.get("traces")) if isinstance(t, dict) and isinstance(t.get("id"), str)}
-    return to_episode(record, row, run_id, anns)
+    ep = to_episode(record, row, run_id, anns)
+    if cut:
+        ep.error = "; ".join(filter(None, [ep.error, f"{plain}: the record at {offset} is nested too deep "
+                                           f"({cut} part(s) shown as {DEEP_MARK!r})"]))
+    return ep
