@@ -6,7 +6,7 @@ markdown-it-py (CommonMark plus GFM tables and strikethrough) and written out ag
 tokens: only the structure we emit exists in the output (headings, lists, quotes, tables, code,
 emphasis, links to http(s) or relative targets); every piece of text is escaped so it cannot form
 syntax in Streamlit's renderer (no HTML, entity, autolink, email literal, `:icon:`, `$math$`).
-An image becomes a link labelled `image: alt` (clicking is a choice, a fetch on render is not; a
+An image becomes a link labelled with its alt text (clicking is a choice, a fetch on render is not; a
 link is allowed anyway, so nothing new is granted); raw HTML becomes its text.
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ def inert(text: str, hook: Hook | None = None) -> str:
     """`text` as Markdown that Streamlit renders with no image, HTML or script link from it
     (see the module doc); `hook` renders plain text outside links and code (default: escaped)."""
     root = SyntaxTreeNode(_PARSER.parse(text))
-    return "\n".join(_Writer(hook or escape).blocks(root.children, tight=False)).strip("\n") + "\n"
+    return "\n".join(_Writer(hook or escape).blocks(root.children, tight=False)).strip("\n")
 
 
 def inert_stream(chunks: Iterable[str], hook: Hook | None = None) -> Iterator[str]:
@@ -72,7 +72,7 @@ def inert_stream(chunks: Iterable[str], hook: Hook | None = None) -> Iterator[st
             m = _FENCE.match(line)
             if fence is None and prev_blank and line.strip() and not line[:1].isspace() \
                     and not _LIST_ITEM.match(line) and buffer:
-                yield inert("\n".join(buffer), hook) + "\n"
+                yield inert("\n".join(buffer), hook) + "\n\n"
                 buffer = []
             if m and (fence is None or (m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence))):
                 fence = m.group(1) if fence is None else None
@@ -189,7 +189,7 @@ class _Writer:
         if kind == "image":
             src = str(node.attrs.get("src", ""))
             alt = "".join(self.text(c.content, True) for c in node.children if c.type in ("text", "text_special"))
-            label = "image\\: " + alt if alt else "image"
+            label = alt or "image"
             return link(label, src) if safe_url(src) and not in_link else label
         return "".join(self.span(c, in_link=in_link, table=table) for c in node.children) if node.children \
             else escape(node.content)
