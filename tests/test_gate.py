@@ -3,6 +3,7 @@ a revealing run (`open_run(path, reveal=True)`) shows them, multi-line secrets i
 split over tokens are hidden, and nested readers gate once."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -21,7 +22,7 @@ from secret_corpus import SPELLINGS
 from test_tokens import deepseek_tokenizer_json
 
 DATA = Path(__file__).resolve().parent / "data"
-EPISODES = 40  # episodes opened per run (the planted ones come first in every kind's listing)
+EPISODES = 24  # episodes opened per run: the first two of each step (planted: the first record of each file)
 RUNS = ["prime-rl", "verl", "verl #2", "swe-lego-rl", "relax"]  # (verl #2: configured by its command line)
 
 
@@ -36,16 +37,37 @@ def planted(tmp_path_factory):
     return out
 
 
+def texts(obj):
+    """Every string `obj` holds: frame cells and column names, dataclass fields, keys and values."""
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, pd.DataFrame):
+        yield from map(str, obj.columns)
+        for col in obj.columns:
+            yield from texts(obj[col].tolist())
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from texts(getattr(obj, f.name))
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from texts(k)
+            yield from texts(v)
+    elif isinstance(obj, (list, tuple, set)):
+        for v in obj:
+            yield from texts(v)
+
+
 def leaked(obj) -> list[str]:
-    """The planted secrets `obj` carries anywhere (its repr holds every text field)."""
-    text = repr(obj.to_dict("records") if isinstance(obj, pd.DataFrame) else obj)
+    """The planted secrets `obj` carries in any of its strings."""
+    text = "\n".join(texts(obj))
     return sorted({s.secret for s in SPELLINGS if s.secret in text})
 
 
 def everything(run) -> dict[str, object]:
     """What each reader of `run` answers (the surfaces all read runs through these)."""
     samples = run.samples()
-    episodes = [run.episode(i) for i in samples["sample_id"][:EPISODES]]
+    firsts = samples.groupby(samples["step"].fillna(-1), sort=False).head(2)["sample_id"][:EPISODES]
+    episodes = [run.episode(i) for i in firsts]
     listing = run.logs()
     lines = run.read_log(list(listing["path"]), tail=20_000) if len(listing) else frames.empty(frames.LOG_LINES)
     return {"samples()": samples, "episode()": episodes, "live_samples()": run.live_samples(), "logs()": listing,
