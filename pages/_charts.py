@@ -71,8 +71,10 @@ def chart_options(container=st) -> ChartOptions:
     return ChartOptions(smoothing=method, amount=amount, log_y=log_y, clip_outliers=clip)
 
 
-def x_axis(choices: list[str], container=st, key: str = "x") -> str:
-    return url_widget(container.selectbox, "X axis", choices, key=key, format_func=lambda c: X_LABELS.get(c, c),
+def x_axis(choices: list[str], container=st, key: str = "x", estimated: bool = False) -> str:
+    """The X axis picker; `estimated`: the run's time is summed from step durations, and says so."""
+    labels = {**X_LABELS, X_TIME: "estimated wall time"} if estimated else X_LABELS
+    return url_widget(container.selectbox, "X axis", choices, key=key, format_func=lambda c: labels.get(c, c),
                 help="Step, time since the run's first record, or any metric (e.g. tokens) logged at "
                      "the same steps. Time-keyed panels (inference) always plot against time.")
 

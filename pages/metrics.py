@@ -6,9 +6,8 @@ import streamlit as st
 from pages import _charts, _ui
 from rundash_core.charts.keytree import key_tree
 from rundash_core.charts.sections import covered_keys, sections_for
-from rundash_core.charts.series import series_index
-from rundash_core.charts.series import X_STEP
-from rundash_core.charts.view import key_groups, metric_charts, section_charts, x_choices
+from rundash_core.charts.series import X_STEP, X_TIME
+from rundash_core.charts.view import ESTIMATED_NOTE, key_groups, metric_charts, metrics_index, section_charts, x_choices
 from rundash_core.present import md_code, md_escape
 
 MAX_CHARTS_PER_GROUP = 40
@@ -95,16 +94,18 @@ ov = run.overview()
 mode, opts, paused, x_slot = header(run, ov)
 opts = dataclasses.replace(opts, resumes=tuple(_ui.read_or_stop(run.resume_steps, f"the attempts of {run.name}")))
 with st.spinner("Reading the run's metrics…"):
-    index = _ui.read_or_stop(lambda: series_index(run), f"the metrics of {run.name}")
-x = _charts.x_axis(x_choices(index), container=x_slot)
-opts = dataclasses.replace(opts, marked_step=marked_step(x))
+    index = _ui.read_or_stop(lambda: metrics_index(run), f"the metrics of {run.name}")
+x = _charts.x_axis(x_choices(index), container=x_slot, estimated=index.time_estimated)
+opts = dataclasses.replace(opts, marked_step=marked_step(x), time_estimated=index.time_estimated)
+if x == X_TIME and index.time_estimated:
+    st.caption(f"Estimated wall time: {ESTIMATED_NOTE}.")
 
 
 @st.fragment(run_every=None if paused else 5.0)
 def charts() -> None:
     """Re-reads only appended bytes on every tick while the run is running and not paused; a run
     that stops meanwhile switches the page out of live mode."""
-    idx = index if paused else _ui.read_or_stop(lambda: series_index(run),
+    idx = index if paused else _ui.read_or_stop(lambda: metrics_index(run),
                                                 f"the metrics of {run.name}")
     if not paused and run.overview().status != "running":
         st.rerun()

@@ -279,3 +279,37 @@ def test_sessions_on_one_run_share_one_build_of_its_charts(monkeypatch, tmp_path
     assert after[0].series[-1].x[-1] == step and after[0].series[-1].y[-1] == 123.5
     stale = [k for k in cache.shared._items if k[0] == "charts" and k[2] == tuple(keys)]
     assert len(stale) == 1  # the older version's charts were replaced, not kept beside
+
+
+def test_a_verl_run_offers_estimated_wall_time_as_compare_places_it(monkeypatch, demo_runs):
+    """A verl console log carries no timestamps on its rows: Metrics offers the x axis Compare has,
+    "estimated wall time" (`view.estimated_times`: summed `timing_s/step`), says so on the page and
+    on each axis, and places every step where Compare does."""
+    from rundash_core.charts.view import compare_indexes, metrics_index
+    from rundash_core.charts.series import series_index
+
+    folder, runs = demo_runs
+    run_id, run = run_of(runs, "verl")
+    assert series_index(run).t0 is None  # no logged times: this axis would not exist without the estimate
+    at = metrics_page(monkeypatch, folder, run_id, x="time")
+    picker = at.selectbox(key="x")
+    assert picker.format_func("time") == "estimated wall time" and picker.value == "time"
+    assert any(c.value.startswith("Estimated wall time:") and "timing_s/step" in c.value for c in at.caption)
+    drawn = [f for f in figures(at) if f["data"]]
+    assert drawn and all(f["layout"]["xaxis"]["title"]["text"].startswith("estimated time since start") for f in drawn)
+    index, (cmp,) = metrics_index(run), compare_indexes({"r": run})[0].values()
+    assert index.time_estimated and cmp.time_estimated
+    mine = index.series("critic/score/mean", x="time")[0]
+    theirs = cmp.series("reward", x="time")[0]
+    assert np.array_equal(mine.step, theirs.step) and np.allclose(mine.x, theirs.x)  # one placement
+    tidy = run.metrics()
+    durations = tidy[tidy["metric"] == "timing_s/step"].drop_duplicates("step", keep="last")
+    assert mine.x[-1] == pytest.approx(durations[durations["step"] <= mine.step[-1]]["value"].sum())
+
+
+def test_a_run_with_logged_times_keeps_its_relative_wall_time(monkeypatch, demo_runs):
+    folder, runs = demo_runs
+    run_id, _ = run_of(runs, "prime-rl")
+    at = metrics_page(monkeypatch, folder, run_id, x="time")
+    assert at.selectbox(key="x").format_func("time") == "relative wall time"
+    assert not any(c.value.startswith("Estimated wall time") for c in at.caption)

@@ -51,6 +51,7 @@ class ChartOptions:
     max_points: int = MAX_POINTS
     resumes: tuple[int, ...] = ()  # steps where the run resumed: dotted vertical markers on step axes
     marked_step: int | None = None  # a step a link points at (a report's citation): a marker on step axes
+    time_estimated: bool = False  # time is summed from step durations (`view.estimated_times`): said on the axis
 
 
 RESUME_COLOR = "#9a9a9a"
@@ -294,7 +295,7 @@ def _x_top(series: list[Series]) -> float:
 
 
 def _layout(title: str, kind: str, unit: str, opts: ChartOptions, series: list[Series], y_unit: str | None) -> dict:
-    xaxis: dict = {"title": {"text": plotly_text(_x_title(kind, unit))}, "showspikes": True, "spikemode": "across",
+    xaxis: dict = {"title": {"text": plotly_text(_x_title(kind, unit, opts.time_estimated))}, "showspikes": True, "spikemode": "across",
                    "spikethickness": 1, "automargin": True}
     if kind == X_STEP:
         xaxis.update(tickformat=",d", rangemode="tozero")
@@ -343,11 +344,11 @@ def _flat_value(series: list[Series]) -> float | None:
     return float(lo) if lo is not None and lo == hi and np.isfinite(lo) and lo != 0 else None
 
 
-def _x_title(kind: str, unit: str) -> str:
+def _x_title(kind: str, unit: str, estimated: bool = False) -> str:
     if kind == X_STEP:
         return "step"
     if kind == X_TIME:
-        return f"time since start ({unit})"
+        return f"estimated time since start ({unit}; summed step durations)" if estimated else f"time since start ({unit})"
     if kind == X_FRACTION:
         return "fraction of each run (step / its last step)"
     return kind

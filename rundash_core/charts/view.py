@@ -19,7 +19,7 @@ from .gaps import STEP_GAP, TIME_GAP, break_before, with_breaks
 from .. import cache
 from .aliases import canonical_frame
 from .units import unit_of
-from .series import X_FRACTION, X_STEP, X_TIME, Series, SeriesIndex
+from .series import X_FRACTION, X_STEP, X_TIME, Series, SeriesIndex, series_index
 
 
 def x_choices(index: SeriesIndex) -> list[str]:
@@ -255,13 +255,40 @@ def _canonical(kind: str, tidy: pd.DataFrame) -> tuple[SeriesIndex, pd.DataFrame
 STEP_TIME = "step time"  # the canonical alias of a step's duration (verl `timing_s/step`)
 
 
-def estimated_times(canon: pd.DataFrame) -> np.ndarray | None:
+ESTIMATED_NOTE = ("its rows carry no timestamps, so each step is placed at the sum of the logged step durations "
+                  "(`timing_s/step`) up to it (start-up and time outside the step timer not counted)")
+
+
+def metrics_index(run) -> SeriesIndex:
+    """`series_index(run)`, or, when its rows carry no timestamps (verl and SWE-Lego console logs),
+    the same rows at their estimated wall time (`estimated_times`, as Compare places them), marked
+    `time_estimated`; unchanged when the run logs no step durations either. Cached per run and
+    metrics version."""
+    index = series_index(run)
+    if index.t0 is not None or index.rows == 0:
+        return index
+
+    def build() -> SeriesIndex:
+        tidy = run.metrics()
+        times = estimated_times(canonical_frame(run.kind, tidy, [STEP_TIME]), tidy["step"])
+        if times is None:
+            return index
+        timed = SeriesIndex(tidy.assign(time=times), t0=0.0)
+        timed.source, timed.time_estimated = index.source, True
+        return timed
+
+    return cache.shared.current(("estimated-index", *index.source), run.metrics_version(), build,
+                                size=lambda ix: ix.rows * 40 + 4096)
+
+
+def estimated_times(canon: pd.DataFrame, at_steps: pd.Series | None = None) -> np.ndarray | None:
     """Relative wall time for a run whose rows carry no timestamps (verl and SWE-Lego console
     logs): the one rule is that a row of step s is at the sum of the logged step durations
     ("step time", `timing_s/step`) of every step up to and including s (0 before the first
     logged duration; a step logged twice counts its last duration). It leaves out what the
     durations do not cover (start-up, validation outside the step timer), so it reads a little
-    short of the log's own duration. None when the run logs no step durations."""
+    short of the log's own duration. `at_steps`: the steps to place (default: canon's rows'). None
+    when the run logs no step durations."""
     rows = canon[(canon["metric"].astype(str) == STEP_TIME) & canon["step"].notna()]
     if rows.empty:
         return None
@@ -269,7 +296,7 @@ def estimated_times(canon: pd.DataFrame) -> np.ndarray | None:
     dur = dur.sort_values("step")
     steps = dur["step"].to_numpy(dtype="float64")
     cum = np.cumsum(np.clip(np.nan_to_num(dur["value"].to_numpy(dtype="float64"), nan=0.0, posinf=0.0), 0, None))
-    row_steps = canon["step"].to_numpy(dtype="float64", na_value=np.nan)
+    row_steps = (canon["step"] if at_steps is None else at_steps).to_numpy(dtype="float64", na_value=np.nan)
     at = np.searchsorted(steps, row_steps, side="right") - 1  # the last duration at or before each row's step
     out = np.where(at >= 0, cum[np.clip(at, 0, None)], 0.0)
     return np.where(np.isfinite(row_steps), out, np.nan)
