@@ -8,16 +8,26 @@ import pandas as pd
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
+def utf8_text(text: object) -> str:
+    """`str(text)` that can be sent (UTF-8): a non-UTF-8 file name's surrogates as `\\udcff`."""
+    text = str(text)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def md_escape(text: object) -> str:
     """Escape run-provided text for Streamlit markdown (labels, tooltips): no links, images,
     emphasis or HTML can come from data."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
+    return _MD_SPECIAL.sub(r"\\\1", utf8_text(text))
 
 
 def md_code(text: object) -> str:
     """Run-provided text as an inline code span: shown literally (markdown escapes would show as
     backslashes there), with a fence longer than any backtick run inside and no line breaks."""
-    body = " ".join(str(text).splitlines()) or " "
+    body = " ".join(utf8_text(text).splitlines()) or " "
     fence = "`" * (max((len(m) for m in re.findall(r"`+", body)), default=0) + 1)
     pad = " " if body.startswith("`") or body.endswith("`") else ""
     return f"{fence}{pad}{body}{pad}{fence}"
