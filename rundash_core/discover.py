@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import cache, sources
-from .io.files import OUTSIDE_ROOTS, file_id, inside_roots, seed_file_id, stat_memo
+from .io.files import OUTSIDE_ROOTS, file_id, inside_roots, seed_file_id, shown_path, stat_memo
 from .run import Overview, Run, RunError, summary_fields
 from .sources.verl_summary import stem
 
@@ -282,7 +282,7 @@ def _row(cls: type[Run], path: str, run_id: str, now: float) -> tuple[Overview, 
     return ov, tuple(_printable(v) for v in row)
 
 
-NOT_UTF8_NAME = "its path is not valid UTF-8: shown with \\u escapes, rename it to open the run"
+NOT_UTF8_NAME = "its path is not valid UTF-8: shown with \\x escapes (it opens; renaming it makes links to it plain)"
 
 
 def _utf8(text: str) -> bool:
@@ -296,9 +296,9 @@ def _utf8(text: str) -> bool:
 
 
 def _printable(value):
-    """A row value with the surrogates of a non-UTF-8 file name written as `\\udcff`."""
+    """A row value with the bytes of a non-UTF-8 file name written as `\\xff` (`shown_path`)."""
     if isinstance(value, str) and not _utf8(value):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return shown_path(value)
     if isinstance(value, list):
         return [_printable(v) for v in value]
     return value

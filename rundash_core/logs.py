@@ -25,7 +25,7 @@ import pandas as pd
 
 from . import logblocks, logtext
 from .io.bytetail import SETTLE_S
-from .io.files import describe_unreadable, file_id, open_file
+from .io.files import describe_unreadable, file_id, listed_path as _listed, open_file, shown_path
 from .io.holes import content_end
 from .logmerge import assign_times, last_dated, merge, run_dates
 from .gate import could_continue_secret
@@ -121,10 +121,10 @@ def specs_for(listing: pd.DataFrame, paths: list[str]) -> list[LogSpec]:
     for p in dict.fromkeys(paths):
         component = rows[p][0]
         if p.endswith(ROUTER_SUFFIX) and component == "router":
-            out.append(LogSpec(p, p[: -len(ROUTER_SUFFIX)], component, "router"))
+            out.append(LogSpec(p, _listed(p[: -len(ROUTER_SUFFIX)]), component, "router"))
         else:
             engine = component == "inference" and p + ROUTER_SUFFIX in rows
-            out.append(LogSpec(p, p, component, "engine" if engine else None))
+            out.append(LogSpec(p, _listed(p), component, "engine" if engine else None))
     return out
 
 
@@ -394,7 +394,7 @@ def _finish(w: Window, lines: list, filters: Filters, *, inherit: bool = True) -
 def file_row(path: str, component: str, attempt: int | None, *, listed_path: str | None = None) -> dict:
     """One `frames.LOGS` row: size and time from one stat (NA for a broken link)."""
     fid = file_id(path)
-    return {"component": component, "attempt": attempt, "path": listed_path or path,
+    return {"component": shown_path(component), "attempt": attempt, "path": shown_path(listed_path or path),
             "size": fid.size if fid else None,
             "updated": pd.Timestamp(fid.mtime_ns, unit="ns", tz="UTC") if fid else pd.NaT}
 

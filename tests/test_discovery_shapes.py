@@ -186,9 +186,10 @@ def test_file_names_that_are_not_utf8_list_escaped_instead_of_raising(tmp_path):
         make_rl_run(Path(os.fsdecode(folder)), "x", rows=ROW)
     df = rd.discover([tmp_path])
     assert len(df) == 2 and df["run_id"].is_unique
-    assert all(i.startswith("run-\\udcff:x@") for i in df["run_id"])
+    assert all(i.startswith("run-\\xff:x@") for i in df["run_id"])
     assert all("not valid UTF-8" in e for e in df["error"])
     assert all(s == 1 for s in df["step"])  # still summarised
+    assert all(rd.open_run(p).overview().step == 1 for p in df["path"])  # the shown path opens the run
 
 
 def test_a_run_copied_to_two_places_is_two_runs_told_apart_by_path(tmp_path):

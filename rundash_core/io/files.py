@@ -251,6 +251,29 @@ WALK_MAX_DEPTH = 8  # config trees are a few levels deep; a hostile one is cut h
 WALK_MAX_ENTRIES = 5000
 
 
+def shown_path(path: str) -> str:
+    """A path as frames, pages and JSON can carry it: a file name whose bytes are not UTF-8 (a
+    str with surrogate escapes, as os.listdir gives it) has them written `\\xff`; others as is."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def listed_path(shown: str) -> str:
+    """The real path behind a `shown_path` (the entry of its folder shown so), else `shown`."""
+    if "\\x" not in shown or os.path.lexists(shown):
+        return shown
+    folder, name = os.path.split(shown)
+    folder = listed_path(folder) if folder != shown else folder
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return shown
+    return next((os.path.join(folder, n) for n in names if shown_path(n) == name), shown)
+
+
 def walk_files(root: str, *, skip=lambda name: False, max_depth: int = WALK_MAX_DEPTH,
                max_entries: int = WALK_MAX_ENTRIES) -> list[str]:
     """The files below `root`, folders in name order, iteratively and bounded in depth and entry

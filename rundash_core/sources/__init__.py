@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from ..io.files import OUTSIDE_ROOTS, allowed_roots, inside_roots
+from ..io.files import OUTSIDE_ROOTS, allowed_roots, inside_roots, listed_path
 from ..run import Run, RunError
 from . import prime_rl
 from . import relax
@@ -85,7 +85,7 @@ def runs_among(entries: list[os.DirEntry]) -> dict[str, type[Run]]:
 def open_run(path: str | os.PathLike, run_id: str | None = None, *, reveal: bool = False) -> Run:
     """Open a run (directory or file) of any supported kind; RunError says why when it is not.
     Its readers hide secrets (`rundash_core.gate`); `reveal=True`: raw values, for a notebook."""
-    path = os.path.abspath(os.fspath(path))
+    path = listed_path(os.path.abspath(os.fspath(path)))  # a non-UTF-8 name as the listing shows it
     if not os.path.lexists(path):
         raise RunError(f"{path}: no such file or directory")
     if not inside_roots(path):
