@@ -12,6 +12,7 @@ fetched by the browser, a way to send run data elsewhere) and pages render it wi
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import os
@@ -184,6 +185,9 @@ def analysis_context(run, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS, now: fl
                      samples: int = 2) -> str:
     """What would be sent about `run`: card, findings, metric summaries, validation, transcripts;
     built from the run's gated readers, and gated whole (it leaves the machine; even a revealing run)."""
+    if getattr(run, "reveal", False):  # (each text gated alone hides more than the whole context gated)
+        run = copy.copy(run)
+        run.reveal = False
     signals = Signals.from_run(run, now=now)
     width = max(400, budget_tokens * 4 // 8)
     parts = [_card(signals), _findings(signals), _validation(signals), _metrics(signals),
