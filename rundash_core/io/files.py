@@ -306,3 +306,36 @@ def walk_files(root: str, *, skip=lambda name: False, max_depth: int = WALK_MAX_
                 continue
         stack.extend(reversed(subdirs))
     return out
+
+
+def unreadable_below(root: str, *, max_depth: int = WALK_MAX_DEPTH,
+                     max_entries: int = WALK_MAX_ENTRIES) -> list[tuple[str, str]]:
+    """(path, why) for each folder below `root` (itself included) that cannot be listed and each
+    file that cannot be read (mode 000, another user's): listings pass over them silently, so
+    the Problems page names them. Bounded like `walk_files`; links are not followed, and a root
+    outside the allowed roots is not looked into."""
+    if not os.path.lexists(root) or not inside_roots(root):
+        return []
+    out, stack, seen = [], [(root, 0)], 0
+    while stack and seen <= max_entries:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(itertools.islice(it, max_entries - seen + 1))
+        except NotADirectoryError:
+            entries = []
+        except OSError as e:
+            out.append((folder, _os_error_text(e).lower()))
+            continue
+        for e in sorted(entries, key=lambda e: e.name):
+            seen += 1
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if depth < max_depth:
+                        stack.append((e.path, depth + 1))
+                elif e.is_file(follow_symlinks=False) and not os.access(e.path, os.R_OK):
+                    out.append((e.path, "permission denied"))
+            except OSError:
+                continue
+    return sorted(out)
+

@@ -321,12 +321,14 @@ class PrimeRLRun(Run):
                 out.append(Problem(folder, f"cannot be listed ({why}): its files are not shown"))
         from ..eval_pane import read_plan  # (plan.json: the eval pane's blocks)
         from .prime_rl_checks import chunk_problems, config_problems, log_problems
+        from .unreadable import unreadable_problems
         from .prime_rl_lines import bad_line_problems
         from .prime_rl_live import live_problems
 
         out += bad_line_problems(self.path)  # trace files read so far (samples listed)
         out += config_problems(self._resolved_dir(), self.config_files()) + log_problems(self.logs())
         out += chunk_problems(self.path) + live_problems(self.path)
+        out += unreadable_problems([self._p("logs"), self._p("reports"), self._p("monitors")], out)
         return out + read_plan(self._p("monitors", "file", "plan.json"))[1]
 
     # Samples (traces: `prime_rl_traces`) ---------------------------------------------------------
