@@ -253,6 +253,8 @@ class VerlRun(Run):
         touched = utc(self.updated())
         if d is None:  # no console log: a file-logger JSONL alone says its last step in its tail
             step = file_logger_last_step(self.path) if self.is_jsonl else None
+            if not os.access(self.path, os.R_OK):  # unreadable (named on Problems): its mtime says nothing
+                touched = None
             resumes = self.resume_steps()
             return Overview(run_id=self.run_id, name=self.name, kind=self.kind, path=self.path, touched=touched,
                             step=step, last_step=step, attempts=1 + len(resumes))
