@@ -2,7 +2,8 @@
 
 The API key is read from the environment, Streamlit secrets or the masked sidebar field; it is
 passed to the client call only (never shown, logged, cached or put in the URL). The answer is
-untrusted model output: rendered as Markdown without HTML, image syntax removed (`safe_markdown`).
+untrusted model output: made inert by `ai.safe_lines` (one Markdown token filter: no image, HTML or script
+link can form); the cached answer is that output, rendered again as is.
 """
 import os
 

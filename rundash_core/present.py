@@ -5,7 +5,7 @@ import re
 
 import pandas as pd
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:@&])")  # @: no mailto autolink; &: no entity
 
 
 def utf8_text(text: object) -> str:
@@ -20,7 +20,8 @@ def utf8_text(text: object) -> str:
 
 def md_escape(text: object) -> str:
     """Escape run-provided text for Streamlit markdown (labels, tooltips): no links, images,
-    emphasis or HTML can come from data."""
+    emphasis, e-mail autolink, entity or HTML can come from data (whole documents from a run or a model:
+    `inert_markdown`)."""
     return _MD_SPECIAL.sub(r"\\\1", utf8_text(text))
 
 
