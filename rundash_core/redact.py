@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import re
 
-from .secret_shapes import (AMBIGUOUS, HEX40, PEM_BEGIN, PEM_END, PLAIN, SECRET, VALUE_SHAPE, aws_shaped,
-                            is_commitish_name, looks_credential, name_words)
+from .secret_shapes import (AMBIGUOUS, HEX40, PEM_BEGIN, PEM_END, PLAIN, SECRET, SHAPE_PREFIXES, VALUE_SHAPE,
+                            aws_shaped, is_commitish_name, looks_credential, name_words)
 from .secret_shapes import is_secret_name, name_kind  # noqa: F401 (API)
 
 HIDDEN = "[hidden]"
@@ -48,6 +48,10 @@ def _hide(value):
     return HIDDEN
 
 
+def _names_next(prev) -> bool:
+    return isinstance(prev, str) and prev.startswith("-") and "=" not in prev and name_kind(prev) == SECRET
+
+
 def _key(k):
     return redact_text(k) if isinstance(k, str) else k
 
@@ -61,18 +65,39 @@ def redact(value):
         return f"{HIDDEN} (nested too deeply to check for secrets)"
 
 
+def _pair_keys(d: dict):
+    """(label key, value key) of a name/value pair naming a secret (`{"name": "API_KEY", "value": X}`,
+    `{"key": "Authorization", "value": X}`), else (None, None)."""
+    vk = "value" if "value" in d else "Value" if "Value" in d else None
+    for k, v in d.items() if vk is not None else ():
+        if isinstance(k, str) and k.lower() in _LABELS and isinstance(v, str) and name_kind(v) == SECRET:
+            return k, vk
+    return None, None
+
+
+_LABELS = ("name", "key", "header", "field")
+
+
 def _redact(value, name, aws: bool):
     if isinstance(value, dict):
-        out = {}
+        out, (label, vk) = {}, _pair_keys(value)
         for k, v in value.items():
             kind = name_kind(k) if isinstance(k, str) else PLAIN
             nk = _key(k)
             if nk in out:  # two keys whose names were hidden
                 nk = f"{nk} #{len(out)}"
+            if label is not None and k in (label, vk):
+                out[nk] = v if k == label else _hide(v)
+                continue
             out[nk] = _hide(v) if kind == SECRET else _redact(v, k, aws or "aws" in name_words(str(k)))
         return out
-    if isinstance(value, (list, tuple)):
-        return [_redact(v, name, aws) for v in value]
+    if isinstance(value, (list, tuple)):  # an args list: `["--api-key", X]` hides X
+        flags = [i + 1 for i, v in enumerate(value) if type(v) is str and v[:1] == "-" and _names_next(v)]
+        out = [_redact(v, name, aws) for v in value]
+        for i in flags:
+            if i < len(out):
+                out[i] = _hide(value[i])
+        return out
     if isinstance(value, str):
         if name is not None and name_kind(name) == AMBIGUOUS and looks_credential(value):
             return HIDDEN
@@ -89,13 +114,40 @@ def _redact(value, name, aws: bool):
 # One scan of the lower-cased text finds candidates: a word that may make a name secret, a known value
 # prefix, or a word that makes a line secret-ish; each match runs on to the end of its name. (A flat
 # alternation of literals: `re` then skips positions whose character starts none of them.)
-_CAND = re.compile(r"(?:-----begin|sk-|hf_|gh[pousr]_|github_pat_|xox[abpr]-|bearer|akia|asia|wandb|login|aws|"
-                   r"key|tok|secret|pass|pwd|cred|auth|cookie|session)[a-z0-9_.\-]*+")
+_CTX_WORDS = ("wandb", "login", "aws", "akia", "asia")
+_CJK = ("密码", "密钥", "令牌")  # password, secret key, token (Chinese model outputs and logs)
+_SPECIAL_FIRST = frozenset(w[0] for w in ("-", *_CTX_WORDS, *SHAPE_PREFIXES))
+
+
+def _trie(words) -> str:
+    """An alternation of literals as a trie (`a(?:ws|uth)`), so `re` tries one branch per position."""
+    if "" in words and len(words) == 1:
+        return ""
+    heads = sorted({w[0] for w in words if w})
+    alt = "|".join(re.escape(h) + _trie({w[1:] for w in words if w[:1] == h}) for h in heads)
+    return f"(?:{alt})" + ("?" if "" in words else "") if len(heads) > 1 or "" in words else alt
+
+
+_CAND = re.compile(_trie({"-----begin", *SHAPE_PREFIXES, *_CTX_WORDS, *_CJK, "key", "tok", "secret", "pass", "pwd",
+                          "cred", "auth", "cookie", "session"}) + r"[a-z0-9_.\-]*+")
 _B64CH = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/")
 _RUN = re.compile(r"[a-z0-9_.\-]*+")  # a name, backwards in the reversed lower-cased text
 _NAMECH = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
-_SEP = re.compile(r"[\"']?[ \t]*+(?:(?P<eq>=)(?!=)|(?P<colon>:)(?!//|:))[ \t]*+")
-_FLAG_SEP = re.compile(r"[ \t]*+=[ \t]*+|[ \t]++(?=[^\s=-])")
+_SEP = re.compile(r"[\"']?\]?[ \t]*+(?:(?P<eq>=)(?!=)|(?P<colon>[:：])(?!//|:))[ \t]*+|(?P<tab>\t++)|"
+                  r"(?P<cell>[ \t]*+\|[ \t]*+)(?=[^\s|])")  # `name<TAB>value`, a Markdown table's `| name | value |`
+_FLAG_SEP = re.compile(r"[ \t]*+=[ \t]*+|(?:[ \t]|\\\r?\n)++(?=[^\s=\\-])")
+_PROSE = re.compile(r"[ \t]++(?:is|was|to|(?:is|was)[ \t]++set[ \t]++to)[ \t]++[\"'`]?(?P<v>[^\s\"'`]{6,200}+)")
+_PAIR_LABEL = re.compile(r"(?i:name|key|header|field)[\"']?[ \t]*+[:=][ \t]*+[\"']?\Z")
+_PAIR_VALUE = re.compile(r"(?<![\w-])(?i:value)(?=[\"']?[ \t]*+[:=])")
+_IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*+[A-Za-z]")
+# command lines whose password flag has no secret name: `sshpass -p X`, `mysql -pX`, `docker login -p X`,
+# `redis-cli -a X`, `curl -u user:X`
+_CMD_PASSWORD = re.compile(
+    r"(?<![\w-])(?:sshpass[ \t]++-p[ \t]*+|(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p(?=[^\s-])|"
+    r"(?:docker|podman|helm|oras)[ \t]++(?:registry[ \t]++)?login\b[^\n|;&]{0,200}?[ \t]-p[ \t]++|"
+    r"redis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]++|(?:-u|--user)[ \t]++[\"']?[^\s:\"']{1,64}+:)"
+    r"[\"']?(?P<v>[^\s\"']++)")
 _QUOTED = re.compile(r"\"(?:[^\"\\\n]|\\.)*+\"?|'[^'\n]*+'?")
 _BARE_EQ = re.compile(r"[^\s\"',;&}\])]*+")
 _BARE_COLON = re.compile(r"[^\n\"'}\],]*+")
@@ -113,25 +165,39 @@ _WINDOW = 256  # how far around a secret-ish word its "line" context reaches
 
 
 def redact_text(text: str) -> str:
-    """Free text (command lines, TOML/YAML/JSON text, logs) with secrets replaced by HIDDEN."""
+    """Free text (command lines, TOML/YAML/JSON text, logs) with secrets replaced by HIDDEN; each hidden
+    line stays a line (the text keeps its newlines). ANSI colour codes are looked through."""
     if not isinstance(text, str):
         text = str(text)
+    if "\x1b" not in text:
+        return _apply(text, _spans(text))
+    plain, where, last = [], [], 0  # the text without its colour codes, and each kept character's place
+    for m in _ANSI.finditer(text):
+        plain.append(text[last:m.start()])
+        where.extend(range(last, m.start()))
+        last = m.end()
+    plain.append(text[last:])
+    where.extend(range(last, len(text)))
+    return _apply(text, [(where[a], where[b - 1] + 1) for a, b in _spans("".join(plain)) if a < b])
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
     low = text.lower()
     if len(low) != len(text):  # a few characters lower-case to two (e.g. U+0130)
         low = _NON_ASCII.sub("?", text).lower()
-    spans: list[tuple[int, int]] = []
+    spans = _Spans()
     n, pos, ctx_until, rev = len(text), 0, 0, None
     while (m := _CAND.search(low, pos)) is not None:
         (p, end), floor = m.span(), pos
-        pos, c = end, low[p]
-        what = "shape" if c in "ghxb" or (c == "s" and low[p + 1] == "k") else "ctx" if c in "wl" or (
-            c == "a" and low[p + 1] != "u") else "pem" if c == "-" else None
+        pos, word = end, low[p:end]
+        what = None if word[0] not in _SPECIAL_FIRST else "pem" if word[0] == "-" else "ctx" if word.startswith(
+            _CTX_WORDS) else "shape" if word.startswith(SHAPE_PREFIXES) else None
         if what == "pem":
             if (b := PEM_BEGIN.match(text, p)) is not None:
                 e, q = None, text.find("-----END ", b.end())
                 while q >= 0 and (e := PEM_END.match(text, q)) is None:
                     q = text.find("-----END ", q + 1)
-                spans.append((b.end(), q if e else n))
+                spans.append((b.end(), q if e else n))  # (each line of the body hidden, see _apply)
                 pos = e.end() if e else n
             continue
         if what and (p == 0 or not text[p - 1].isalnum()) and (s := VALUE_SHAPE.match(text, p)) is not None:
@@ -146,7 +212,12 @@ def redact_text(text: str) -> str:
                 rev = low[::-1]
             start = p - (_RUN.match(rev, n - p, n - floor if p - floor < 128 else n - p + 128).end() - (n - p))
         kind = name_kind(text[start:end]) if end - start <= 256 and not _is_file_name(text, start, end) else PLAIN
-        if kind != PLAIN:
+        if word[0] in "密令":
+            kind = SECRET
+        if kind == SECRET and start > 4 and ("=" in text[start - 4:start] or ":" in text[start - 4:start]) and \
+                _PAIR_LABEL.search(text, max(0, start - 24), start):  # `"name": "API_KEY", "value": X`
+            pos = max(pos, _pair(text, end, spans) or end)
+        elif kind != PLAIN:
             pos = _value(text, start, end, kind, spans)
         # a secret name without a value of its own (`wandb login KEY`, `password KEY`) or wandb/aws: look
         # for a 40-character key on its line
@@ -155,9 +226,25 @@ def redact_text(text: str) -> str:
     if (h := _HEX_FIRST.match(text)) is not None:
         spans.append(h.span("v"))
     spans.extend(u.span("v") for u in _URL_CREDENTIAL.finditer(text))
+    spans.extend(c.span("v") for c in _CMD_PASSWORD.finditer(text) if not c.group("v").isdigit())
     spans.extend(h.span("v") for h in _HEX_LINE.finditer(text)  # a hex alone on its line, but not after `commit:`
                  if not _COMMIT_BEFORE.search(text, max(0, h.start() - 40), h.start()))
-    return _apply(text, spans)
+    return spans
+
+
+class _Spans(list):
+    """The hidden (start, end) spans, and where the last value hidden to its line's end stops."""
+    eol = -1
+
+
+_TOKEN = re.compile(r"[^\s]*+")
+
+
+def _pair(text: str, end: int, spans: list) -> int | None:
+    """A secret name given as the label of a name/value pair (`{"key": "Authorization", "value": X}`,
+    k8s `- name: API_KEY` / `value: X`): hide the `value` that follows within a few lines (None: none)."""
+    m = _PAIR_VALUE.search(text, end, end + 256)
+    return _value(text, m.start(), m.end(), SECRET, spans) if m else None
 
 
 _FILE_SUFFIX = re.compile(r"\.(?:py|pyi|pyx|json|jsonl|toml|ya?ml|txt|log|md|sh|cfg|ini|js|ts|rs|go|cc?|h|cpp|java)\Z")
@@ -188,13 +275,20 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
     resumes: after a hidden value, else at the value (which is then scanned like any text)."""
     n, name = len(text), text[start:end]
     if kind == SECRET and text[start - 1:start] == "[" and text.startswith("]", end) and \
-            text[text.rfind("\n", max(0, start - 64), start) + 1:start].strip() in ("[", "[["):
+            (text[text.rfind("\n", max(0, start - 64), start) + 1:start].strip() in ("[", "[[") or
+             text.startswith(("]\n", "]]\n"), end)):
         return _toml_table(text, end, spans)  # a line `[secrets]` / `[[api_keys]]`
-    flag = name.startswith("-") or name.lower() in ("password", "passwd")  # netrc: `password X`
+    if kind == SECRET and (prose := _PROSE.match(text, end)) is not None:  # `the password is X`
+        v = prose.group("v").rstrip(".,;:!?)")
+        if any(ch.isdigit() for ch in v) and any(ch.isalpha() for ch in v) or looks_credential(v):
+            spans.append((prose.start("v"), prose.start("v") + len(v)))
+            return prose.end()
+    flag = name.startswith("-") or (name.lower() in ("password", "passwd") and  # netrc: `password X`, not prose
+                                     _netrc_value(text, end))
     sep = (_FLAG_SEP.match(text, end) if flag else None) or _SEP.match(text, end)
     if sep is None:
         return end
-    colon = sep.re is _SEP and sep.lastgroup == "colon"
+    colon = sep.re is _SEP and sep.lastgroup in ("colon", "tab", "cell")
     v = sep.end()
     if v >= n:
         return v
@@ -219,16 +313,30 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
         q = _QUOTED.match(text, v)
         a, b, resume = v + 1, q.end() - (q.end() - v > 1 and text[q.end() - 1] == c), q.end()
     else:
+        if colon and v < spans.eol:  # inside a value already hidden to its line's end
+            return v + _TOKEN.match(text, v).end() - v
         bare = (_BARE_COLON if colon else _BARE_EQ).match(text, v)
         a, b = v, bare.end()
         while b > a and text[b - 1] in " \t\r":
             b -= 1
         resume = bare.end()
+        if colon:  # hidden to the line's end, but names after its first word are still looked at, once
+            spans.eol, resume = bare.end(), _TOKEN.match(text, v).end()
     value = text[a:b]
     if value.strip().lower() in _EMPTY:
         return a
+    if sep.re is _SEP and sep.lastgroup in ("tab", "cell"):
+        b = a + len(value.split("\t")[0].split("|")[0].rstrip())
+    if name.strip("\"'").lower() == "key" and _IDENT.fullmatch(value) and name_kind(value) != PLAIN and \
+            (pair := _pair(text, b, spans)) is not None:
+        return pair  # `"key": "Authorization", "value": X`: the label stays
     spans.append((a, b))
     return resume
+
+
+def _netrc_value(text: str, end: int) -> bool:
+    w = _TOKEN.match(text, min(len(text), end + 1)).group()
+    return not w.isalpha() or len(w) >= 16
 
 
 def _bracket_end(text: str, v: int) -> int:
@@ -253,10 +361,8 @@ def _lines(text: str, i: int, stop: int):
 def _yaml_block(text: str, start: int, v: int, spans: list) -> int:
     """`secrets:` then more-indented lines (or `- item` lines): hide each line's value."""
     ls = text.rfind("\n", max(0, start - _WINDOW), start) + 1
-    prefix = text[ls:start]
-    if prefix.strip(" \t-\"'"):
-        return v
-    indent, dashed = len(prefix) - len(prefix.lstrip(" \t")), "-" in prefix
+    prefix = text[ls:start]  # (a log line's prefix before the name: the block is what its line indents)
+    indent, dashed = len(prefix) - len(prefix.lstrip(" \t")), "-" in prefix and not prefix.strip(" \t-\"'")
     resume = v
     for a, b in _lines(text, v, len(text)):
         line = text[a:b].rstrip("\r")
@@ -298,11 +404,18 @@ def _hide_line(a: int, body: str, seps: tuple[str, ...], spans: list) -> None:
 def _apply(text: str, spans: list[tuple[int, int]]) -> str:
     if not spans:
         return text
-    out, last = [], 0
+    merged: list[list[int]] = []
     for a, b in sorted(spans):
-        if b > last and a < b:
-            if a >= last:  # else it overlaps the previous hidden span: extend that one
-                out += (text[last:a], HIDDEN)
-            last = b
+        if a < b:
+            if merged and a <= merged[-1][1]:  # overlaps the previous hidden span: extend that one
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+    out, last = [], 0
+    for a, b in merged:
+        out.append(text[last:a])
+        part = text[a:b]  # each line keeps its place: a block of lines split again has as many lines
+        out.append(HIDDEN if "\n" not in part else "\n".join(HIDDEN if x.strip() else x for x in part.split("\n")))
+        last = b
     out.append(text[last:])
     return "".join(out)

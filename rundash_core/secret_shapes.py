@@ -19,8 +19,9 @@ letters and digits, >= 4 of each): key/token after another word (`sort_key`, `pr
 `pad_token`, `chi2_token`) and `session_id` (an agent trajectory's id stays visible). `key` not last
 (`key_path`, `api_key_var`) is plain.
 
-VALUES that are credentials by shape: `sk-...`, `hf_...`, `gh[pousr]_...`, `github_pat_...`,
-`xox[abpr]-...`, `AKIA`/`ASIA` key ids, the token after `Bearer`, PEM `PRIVATE KEY` blocks, a
+VALUES that are credentials by shape (SHAPE_PREFIXES): `sk-...` (OpenAI, Anthropic, OpenRouter),
+`hf_...`, `gh[pousr]_...`, `github_pat_...`, `glpat-...`, Slack `xox?-`/`xapp-` tokens and webhook
+paths, Stripe `sk_live_`/`rk_live_`/`whsec_`, Groq `gsk_`, Google `AIza`, JWTs, `AKIA`/`ASIA` key ids, the token after `Bearer`, PEM `PRIVATE KEY` blocks, a
 40-hex string (a W&B key; not under a commit/sha/hash name), a 40-character AWS-style secret.
 """
 from __future__ import annotations
@@ -109,11 +110,24 @@ HEX40 = re.compile(r"[ \t]*+[0-9a-fA-F]{40}[ \t]*+")
 _AWS40 = re.compile(r"[A-Za-z0-9/+]{40}")
 _CREDENTIAL = re.compile(r"[A-Za-z0-9_\-+/=.]{16,512}")
 _RANDOM_RUN = re.compile(r"[A-Za-z0-9]{16,}+")
+# Issuer shapes after gitleaks' rules (config/gitleaks.toml: openai, anthropic, gcp-api-key, huggingface,
+# github-*, gitlab-*, slack-*, stripe-access-token, aws-access-token, groq, sendgrid, npm, pypi, jwt) and
+# detect-secrets' plugins (aws.py, github_token.py, slack.py, stripe.py, jwt.py, private_key.py).
+SHAPE_PREFIXES = ("sk-", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "xapp-", "bearer",
+                  "akia", "asia", "aiza", "glpat-", "glrt-", "gldt-", "glptt-", "glsoat-", "hooks.slack.com/services/",
+                  "sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_", "gsk_", "eyj", "sg.", "lsv2_", "r8_",
+                  "npm_", "pypi-", "tvly-")
 VALUE_SHAPE = re.compile(r"(?P<v>sk-[\w\-]{16,}+|hf_[A-Za-z0-9]{16,}+|gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_\w{20,}+|"
-                         r"xox[abpr]-[A-Za-z0-9\-]{10,}+|(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z]))|"
+                         r"xox[abposre]-[A-Za-z0-9\-]{10,}+|xapp-[A-Za-z0-9\-]{20,}+|"
+                         r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])|AIza[\w\-]{35}(?![\w\-])|"
+                         r"gl(?:pat|rt|dt|ptt|soat)-[\w\-]{20,}+|hooks\.slack\.com/services/[A-Za-z0-9/_\-]{20,}+|"
+                         r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}+|whsec_[A-Za-z0-9+/=]{20,}+|gsk_[A-Za-z0-9]{20,}+|"
+                         r"eyJ[\w\-]{10,}+\.eyJ[\w\-]{10,}+\.?[\w\-]*+|SG\.[\w\-]{16,}+\.[\w\-]{16,}+|"
+                         r"lsv2_(?:pt|sk)_[0-9a-f]{32}_[0-9a-f]{10}|r8_[A-Za-z0-9]{30,}+|npm_[A-Za-z0-9]{36}|"
+                         r"pypi-AgEIcHlwaS5vcmc[\w\-]{50,}+|tvly-[A-Za-z0-9]{20,}+)|"
                          r"(?i:bearer)[ \t]++(?P<b>[A-Za-z0-9._~+/=\-]{8,}+)")
-PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
-PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 
 
 def looks_credential(s: str) -> bool:

@@ -139,8 +139,8 @@ def test_dict_keys_shaped_like_secrets_are_hidden():
     (f"curl -H 'Authorization: Bearer {SECRET}' x", f"curl -H 'Authorization: {HIDDEN}' x"),
     (f"see sk-{SECRET} here", f"see {HIDDEN} here"), (f"postgres://bob:{SECRET}@db:5432/x", f"postgres://bob:{HIDDEN}@db:5432/x"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----\n",
-     f"-----BEGIN RSA PRIVATE KEY-----{HIDDEN}-----END RSA PRIVATE KEY-----\n"),
-    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn", f"-----BEGIN OPENSSH PRIVATE KEY-----{HIDDEN}"),
+     f"-----BEGIN RSA PRIVATE KEY-----\n{HIDDEN}\n{HIDDEN}\n-----END RSA PRIVATE KEY-----\n"),  # (lines kept)
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn", f"-----BEGIN OPENSSH PRIVATE KEY-----\n{HIDDEN}"),
     # not secrets
     ("sk-short", "sk-short"), ("task-0123456789abcdefghij", "task-0123456789abcdefghij"), ("Qwen/Qwen3-4B", "Qwen/Qwen3-4B"),
     ("bearer tokens expire", "bearer tokens expire"), ("https://api.openai.com/v1", "https://api.openai.com/v1"),
@@ -206,6 +206,8 @@ def test_json_text():
                        "db_pass": SECRET, "wandb": {"key": WANDB}, "token": None}, indent=1)
     out = redact_text(text)
     assert SECRET not in out and WANDB not in out
+    assert out.count("\n") == text.count("\n")  # a hidden array or table keeps its lines
+    out = re.sub(r"\[hidden\](?:\s*\[hidden\])*", HIDDEN, out)
     assert json.loads(out.replace(f'"{HIDDEN}"', '"H"').replace(HIDDEN, '"H"')) == {"api_keys": "H", "secrets": "H", "tokenizer": "Q",
                                                       "pass_at_k": 3, "db_pass": "H", "wandb": {"key": "H"},
                                                       "token": None}

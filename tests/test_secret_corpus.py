@@ -1,0 +1,113 @@
+"""Every spelling of the secret corpus (tests/secret_corpus.py) is hidden by `redact_text` as written,
+as a log line, joined with all the others, and in its parsed form through `redact`; a hidden block
+keeps its lines; ordinary run text stays as it is; redaction stays linear on adversarial text."""
+from __future__ import annotations
+
+import ast
+import json
+import time
+import tomllib
+
+import pytest
+import yaml
+
+from rundash_core.redact import HIDDEN, redact, redact_text
+from secret_corpus import SPELLINGS, by_syntax
+
+IDS = [f"{i}-{s.family}-{s.syntax}" for i, s in enumerate(SPELLINGS)]
+
+
+@pytest.mark.parametrize("s", SPELLINGS, ids=IDS)
+def test_each_spelling_is_hidden_and_keeps_its_lines(s):
+    for text in (s.text, "\x1b[2m14:23:20\x1b[0m INFO planted: " + s.text, "Step 3: the run printed " + s.text + "\n"):
+        out = redact_text(text)
+        assert s.secret not in out, out
+        assert HIDDEN in out and out.count("\n") == text.count("\n")
+
+
+def test_all_spellings_joined_as_one_block():
+    """A log file's block (what the Logs page redacts at once) and a command line of the one-line ones."""
+    block = "\n".join(s.text for s in SPELLINGS)
+    out = redact_text(block)
+    assert [s.family for s in SPELLINGS if s.secret in out] == []
+    assert out.count("\n") == block.count("\n")
+    line = " ".join(s.text for s in SPELLINGS if "\n" not in s.text)
+    assert [s.syntax for s in SPELLINGS if s.secret in redact_text(line)] == []
+
+
+def _parsed(s):
+    """The spelling's parsed form, when its syntax has one."""
+    parsers = {"json": json.loads, "python-repr": ast.literal_eval, "toml": tomllib.loads, "yaml": yaml.safe_load,
+               "k8s": yaml.safe_load, "name-value": yaml.safe_load}
+    try:
+        return parsers[s.syntax](s.text)
+    except (KeyError, ValueError, SyntaxError, tomllib.TOMLDecodeError, yaml.YAMLError):
+        return None
+
+
+STRUCTURED = [s for s in by_syntax("json", "python-repr", "toml", "yaml", "k8s", "name-value")
+              if isinstance(_parsed(s), (dict, list))]
+
+
+@pytest.mark.parametrize("s", STRUCTURED, ids=[f"{s.family}-{s.syntax}-{s.secret[:6]}" for s in STRUCTURED])
+def test_parsed_spellings_through_redact(s):
+    value = _parsed(s)
+    out = redact(value)
+    assert s.secret not in repr(out) and s.secret not in json.dumps(out, default=str)
+    assert s.secret in repr(value)  # (the argument is not changed)
+
+
+def test_structured_pairs_keep_their_labels():
+    cfg = {"headers": [{"key": "Authorization", "value": "Token abc123SECRETxyz789"}],
+           "env": [{"name": "HF_TOKEN", "value": "hf_abcdefabcdef1234567890"}, {"name": "MODE", "value": "train"}],
+           "args": ["--api-key", "k3y9SECRET2x8w7", "--lr", "1e-6"]}
+    out = redact(cfg)
+    assert out["headers"] == [{"key": "Authorization", "value": HIDDEN}]
+    assert out["env"] == [{"name": "HF_TOKEN", "value": HIDDEN}, {"name": "MODE", "value": "train"}]
+    assert out["args"] == ["--api-key", HIDDEN, "--lr", "1e-6"]
+    text = '{"headers": [{"key": "Authorization", "value": "Token abc123SECRETxyz789"}]}'
+    assert redact_text(text) == '{"headers": [{"key": "Authorization", "value": "[hidden]"}]}'
+    assert redact_text("the password is hunter2x9 now") == "the password is [hidden] now"
+
+
+ORDINARY = [
+    "commit 3f9c2a1b8e7d6c5b4a3928170615f4e3d2c1b0a9 (HEAD -> main)",
+    "step 1200/5000 | loss 0.4312 | reward/mean 0.71 | lr 1.0e-06 | max_tokens 4096",
+    "model: Qwen/Qwen2.5-7B-Instruct  tokenizer: Qwen/Qwen3-4B",
+    "/data/runs/reverse-text--qwen3-0.6b--a7be3ee1/checkpoints/step_100/model.safetensors",
+    "Visit https://github.com/PrimeIntellect-ai/prime-rl/blob/main/README.md for details.",
+    "The key idea is to pass the reward through the critic; a password manager is not needed.",
+    "metrics: pass@1 0.42 pass_at_k 0.55 num_tokens 1234 pad_token <|endoftext|> sort_key prompt",
+    "git_sha = 0123456789abcdef0123456789abcdef01234567",
+    "docker run -u 1000:1000 -p 8000:8000 vllm/vllm-openai --model Qwen/Qwen2.5-7B",
+    "ssh -p 2222 user@gpu-node  # the port, not a password",
+    "The tokenizer is Qwen2TokenizerFast and the session is over.",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_run_text_is_unchanged(text):
+    assert redact_text(text) == text
+
+
+def _best(f, rounds=3):
+    best = float("inf")
+    for _ in range(rounds):
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def test_adversarial_text_redacts_in_linear_time():
+    """2 MB of near-misses (key-ish runs, 100k `=`, deep brackets, unterminated PEM and quotes, prefixes
+    without a body, `mysql` with no `-p`): the time grows with the size (2 MB vs 200 KB < 15x)."""
+    unit = ("api_key=" + "=" * 50 + " sk-short ghp_ AIza eyJx. -----BEGIN PRIVATE KEY----- " + "[{" * 40
+            + ' "name": "API_KEY", "key": "Authorization" token is a ' + "k" * 60 + " mysql -u root " + "key" * 30
+            + " password: '" + "a1" * 30 + " sshpass -p\n")
+    small = unit * (200_000 // len(unit))
+    big = unit * (2_000_000 // len(unit))
+    ratio = _best(lambda: redact_text(big), 2) / _best(lambda: redact_text(small))
+    assert ratio < 15, ratio
+    eq = "=" * 100_000 + "token" + "=" * 100_000
+    assert _best(lambda: redact_text(eq), 1) < 2.0
