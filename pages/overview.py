@@ -2,7 +2,7 @@
 import streamlit as st
 
 from pages import _ui
-from rundash_core.present import ABSENT, shortened, table_height
+from rundash_core.present import ABSENT, format_time, shortened, table_height
 from rundash_core.runs_table import RUNS_TABLE_COLUMNS, filter_runs
 
 PATH_WIDTH, MODEL_WIDTH = 48, 32  # characters shown; longer values are shortened in the middle
@@ -56,7 +56,9 @@ def runs_table(filters) -> None:
 
 
 run = _ui.current_run()
-if run is not None:  # (its run card is at the top of every page: app.py)
+if run is not None:  # (its run card is at the top of every page: app.py; its last record here)
+    _ui.field(st, "UPDATED", format_time(run.overview().updated),
+              help="The run's last record (for a verl log stamped only at its head: its start plus its step timings).")
     _ui.problems_panel(run)
     st.divider()
 

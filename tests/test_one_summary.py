@@ -1,7 +1,7 @@
 """One summary of a run (`Run.overview()`): every surface shows the same name, step, max steps,
 status, duration, created, updated, model and resumes: the runs list frame, `rundash status
---json`, the terminal card (`card_doc`) and Compare's runs table, over every demo run and every run
-under tests/data. Plus what the summary now reads from the whole verl log (its pass, appended bytes
+--json`, the terminal card (`card_doc`), Compare's runs table and the web card (the Overview page
+through AppTest, read back as a reader sees it), over every demo run and every run under tests/data. Plus what the summary now reads from the whole verl log (its pass, appended bytes
 only): a duration and an estimated `updated` for a log stamped only at its head, and verl's resume
 prints (`Resuming from …/global_step_N`).
 
@@ -73,7 +73,56 @@ def from_tui(doc) -> dict:
             "updated": values["updated"], "model": values["model"], "resumes": values["resumes"]}
 
 
-def surfaces(dirs, now: float) -> dict[str, dict[str, dict]]:
+CARD_LABELS = ("STATUS", "DURATION", "MODEL", "RESUMES", "CREATED", "UPDATED")
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+def _plain(markdown: str) -> str:
+    """Markdown as the reader sees it: no bold stars, no escapes."""
+    return re.sub(r"\\(.)", r"\1", markdown.strip().removeprefix("**").removesuffix("**"))
+
+
+def web_card(folder, run_id: str) -> dict:
+    """The Overview page's run card (Streamlit, through AppTest over `folder` with `?run=`), read back:
+    its headline, name caption and `LABEL` / value fields (the UPDATED field is the page's, under it)."""
+    from streamlit.testing.v1 import AppTest
+
+    from rundash_core import cache
+    from rundash_core.io import files
+
+    saved = {k: os.environ.get(k) for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS")}
+    os.environ["RUNDASH_DIRS"] = str(folder)
+    os.environ.pop("RUNDASH_ROOTS", None)
+    cache.shared.clear()
+    try:
+        at = AppTest.from_file(str(APP), default_timeout=120)
+        at.query_params["run"] = run_id
+        at.run()
+        at.switch_page("pages/overview.py").run()
+    finally:
+        files.set_roots(None)  # (the app restricts reads to its dirs for the whole process)
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    assert not at.exception, [e.value for e in at.exception]
+    values, label = {}, None
+    for node in at.main:  # in page order: a field is its caption (label), then its markdown (value)
+        kind, value = getattr(node, "type", None), getattr(node, "value", None)
+        if kind == "caption":
+            label = value if value in CARD_LABELS else None
+        elif kind == "markdown" and label is not None:
+            values.setdefault(label, _plain(value))
+            label = None
+    headline = next(_plain(m.value.lstrip("# ")) for m in at.main.markdown if m.value.startswith("## "))
+    top = re.search(r" of (\d+)$", headline)
+    status = re.match(r"^:\w+\[● (\w+)\]$", values["STATUS"])
+    name = next(_plain(c.value).split(" · ")[0] for c in at.caption if " · " in c.value)
+    return {"name": name, "step": headline, "max_steps": int(top.group(1)) if top else None,
+            "status": status.group(1) if status else values["STATUS"], "duration": values["DURATION"],
+            "created": values["CREATED"], "updated": values["UPDATED"], "model": values["MODEL"],
+            "resumes": values["RESUMES"]}
+
+
+def surfaces(dirs, now: float, web: bool = True) -> dict[str, dict[str, dict]]:
     """run_id → surface → the fields it shows, every surface read at one `now`."""
     frame = rd.discover(dirs, now=now)
     runs = {r.run_id: rd.open_run(r.path, run_id=r.run_id) for r in frame.itertuples()}
@@ -86,7 +135,23 @@ def surfaces(dirs, now: float) -> dict[str, dict[str, dict]]:
                     "status --json": from_fields(json.loads(json.dumps(status_dict(run, now=now)))["run"]),
                     "tui card": from_tui(card_doc(run.overview(now))),
                     "compare": from_fields({**table.loc[rid].to_dict(), "name": table.loc[rid, "name"]})}
+        if web:
+            out[rid]["web card"] = _web_at_now(run, now, os.pathsep.join(map(str, dirs)), rid)
     return out
+
+
+def _web_at_now(run, now: float, folder, rid: str) -> dict:
+    """The web card, read a few seconds after `now`: a running run's duration ticks meanwhile, so
+    it must be the summary's duration at a moment of the read (then it is reported as at `now`)."""
+    before = time.time()
+    card = web_card(folder, rid)
+    after = time.time()
+    ov = run.overview(now)
+    if ov.status == "running" and card["duration"] != from_overview(ov)["duration"]:
+        during = {from_overview(run.overview(t))["duration"] for t in range(int(before), int(after) + 2)}
+        if card["duration"] in during:
+            card["duration"] = from_overview(ov)["duration"]
+    return card
 
 
 def disagreements(found: dict) -> list[str]:
@@ -105,6 +170,8 @@ def test_every_surface_shows_the_one_summary_of_every_demo_and_test_run(demo_fol
     now = time.time()
     found = {**surfaces([demo_folder], now), **surfaces([DATA], now)}
     assert len(found) >= 25 and {"verl", "prime-rl", "swe-lego-rl", "relax"} <= set(rd.discover([demo_folder])["kind"])
+    assert all(set(by) == {"overview", "runs list", "status --json", "tui card", "compare", "web card"}
+               for by in found.values())
     assert disagreements(found) == []
     for rid, by in found.items():  # the name is the run's own (folder or log stem), as the runs list ids it
         assert rid.split(":")[-1].split("@")[0] == by["overview"]["name"], rid
