@@ -26,7 +26,13 @@ else:
     st.set_page_config(page_title="rundash", page_icon="📈", layout="wide")
 
     dirs, roots, is_demo = sc.startup()
-    run = _ui.sidebar(dirs, roots, is_demo)
+    try:
+        run = _ui.sidebar(dirs, roots, is_demo)
+    except Exception as e:  # noqa: BLE001 - the sidebar is guarded like a page: a message, the pages still open
+        logging.getLogger("rundash").exception("sidebar failed")
+        with st.sidebar:
+            _ui.page_failed(e, None)
+        run = None
 
     nav = st.navigation([
         st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),

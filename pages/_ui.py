@@ -83,7 +83,11 @@ def sidebar(dirs: tuple[str, ...], roots: tuple[str, ...], is_demo: bool) -> Run
     if run_id is None:
         return None
     row = runs[runs["run_id"] == run_id].iloc[0]
-    run = sc.get_run(row["path"], run_id)
+    try:
+        run = sc.get_run(row["path"], run_id)
+    except Exception as e:  # noqa: BLE001 - a run that cannot be opened is named, the app goes on
+        st.sidebar.error(f"Run {md_code(run_id)} cannot be opened: {type(e).__name__}: {md_escape(str(e)[:300])}")
+        return None
     _problems(run)
     return run
 

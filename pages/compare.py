@@ -8,7 +8,7 @@ from rundash_core import streamlit_cache as sc
 from rundash_core.charts.aliases import alias_table
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, run_series_frame
 from rundash_core.compare import (config_diff, default_runs, group_band, group_labels, missing_configs,
-                                  read_config, runs_summary, summary)
+                                  read_config, read_each, runs_summary, summary)
 from rundash_core.present import ABSENT, md_code, md_escape, short_labels, shortened, table_height
 
 ALIGN = {"step": "step", "time": "relative wall time", "fraction": "fraction of run"}
@@ -46,10 +46,9 @@ def overlays(indexes, metrics, align, opts, colors) -> None:
     _charts.chart_grid(charts, key="cmp")
 
 
-def runs_block(selected, labels: dict[str, str]) -> None:
+def runs_block(overviews, labels: dict[str, str]) -> None:
     """Each run's one summary (`Run.overview()`: the card's step, status, duration, times)."""
-    table = _ui.read_or_stop(lambda: runs_summary({labels.get(r, r): run.overview() for r, run in selected.items()}),
-                             "the selected runs' summaries")
+    table = runs_summary({labels.get(r, r): ov for r, ov in overviews.items()})
     st.dataframe(table, hide_index=True, width="stretch", placeholder=ABSENT, height=table_height(len(table)))
 
 
@@ -141,10 +140,25 @@ align = _charts.url_widget(c1.segmented_control, "Align on", list(ALIGN), key="a
 log_x = _charts.url_widget(c1.toggle, "Log x", key="logx", help="A log x axis (step 0 is not drawn on it).")
 with c2:
     opts = dataclasses.replace(_charts.chart_options(), log_x=log_x)
-rows = runs.set_index("run_id").loc[chosen]
-selected = {rid: sc.get_run(row["path"], rid) for rid, row in rows.iterrows()}
+def canonical(run):
+    indexes, frames = compare_indexes({run.run_id: run})
+    return indexes[run.run_id], frames[run.run_id]
+
+
+paths = runs.set_index("run_id")["path"]
+selected, left_out = read_each({rid: rid for rid in chosen}, lambda rid: sc.get_run(paths[rid], rid))
 with st.spinner("Reading the runs' metrics…"):
-    indexes, frames = _ui.read_or_stop(lambda: compare_indexes(selected), "the selected runs' metrics")
+    read, failed = read_each(selected, canonical)  # one run that cannot be read is left out, with why
+    overviews, failed_overview = read_each({r: selected[r] for r in read}, lambda run: run.overview())
+left_out |= failed | failed_overview
+for rid, why in left_out.items():
+    st.warning(f"left out: {md_code(rid)}: {md_escape(why)}", icon=":material/block:")
+chosen = [r for r in chosen if r not in left_out]
+selected = {r: selected[r] for r in chosen}
+indexes, frames = {r: read[r][0] for r in chosen}, {r: read[r][1] for r in chosen}
+if len(chosen) < 2:
+    _ui.empty_state("Fewer than two of the chosen runs could be read: pick others to compare.")
+    st.stop()
 untimed = [label for label, ix in indexes.items() if ix.t0 is None]
 estimated = [label for label, ix in indexes.items() if ix.time_estimated]
 if align == "time" and untimed:
@@ -160,7 +174,7 @@ colors = _charts.colors_for(chosen)
 labels = dict(zip(chosen, short_labels(chosen, NAME_WIDTH)))
 st.caption(" · ".join(f"{md_code(r)} ({md_escape(selected[r].kind)})" for r in chosen))
 overlays(indexes, metrics, align, opts, colors)
-runs_block(selected, labels)
+runs_block(overviews, labels)
 summary_block(frames, metrics, labels)
 configs = {rid: read_config(run) for rid, run in selected.items()}  # run.config(): secrets already hidden
 group_key = config_block(configs, labels)

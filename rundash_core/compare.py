@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .present import ABSENT  # how an absent value reads in a table or a legend
+from .present import ABSENT, utf8_text  # ABSENT: how an absent value reads in a table or a legend
 
 SUMMARY_COLUMNS = ["run", "metric", "producer", "last", "min", "max", "better", "best", "step_of_best", "steps"]
 BAND_COLUMNS = ["group", "x", "mean", "std", "n"]
@@ -104,6 +104,18 @@ def runs_summary(overviews: Mapping[str, object]) -> pd.DataFrame:
     rows = [{"run": label, **summary_fields(ov)} for label, ov in overviews.items()]
     out = pd.DataFrame(rows, columns=RUNS_COLUMNS)
     return out.astype({"step": "Int64", "max_steps": "Int64", "duration_s": "float64"})
+
+
+def read_each(items: Mapping[str, object], read) -> tuple[dict[str, object], dict[str, str]]:
+    """Per label, `read(item)`; and the labels left out, each with why ("MemoryError: …"): one run
+    that cannot be read is left out of a comparison, never takes it down for the others."""
+    done, left_out = {}, {}
+    for label, item in items.items():
+        try:
+            done[label] = read(item)
+        except Exception as e:  # noqa: BLE001 - whatever one run raises, the others still compare
+            left_out[label] = utf8_text(f"{type(e).__name__}: {str(e)[:200]}".rstrip(": "))  # a non-UTF-8 name too
+    return done, left_out
 
 
 def default_runs(runs: pd.DataFrame, current: str | None, n: int = 4) -> list[str]:

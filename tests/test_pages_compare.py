@@ -196,3 +196,64 @@ def test_config_diff_never_shows_secrets(monkeypatch, tmp_path):
     assert "base_url" in shown and secret not in shown and "OTHERSECRET" not in shown
     assert not any(k.endswith("api_key") for k in diff.index)  # both hidden: equal, not a difference
     assert all(secret not in str(o) for o in at.selectbox(key="group").options)
+
+
+def _left_out(at: AppTest) -> list[str]:
+    return [w.value for w in at.warning if w.value.startswith("left out: ")]
+
+
+def test_a_run_that_cannot_be_read_is_left_out_and_the_others_compare(monkeypatch, tmp_path):
+    """Real bad files, no patched reader: a verl log whose name is not UTF-8 (b"bad\\xff.log") sits
+    among good ones. Choosing it in the sidebar names it there, no error page; Compare from a
+    good run shows the good runs' charts, names the one it left out and why, raises nothing."""
+    import os
+    import shutil
+
+    from conftest import DATA, open_page
+
+    folder = tmp_path / "verl"
+    folder.mkdir()
+    for name in ("dq_math.log", "eh_gemma-2-2b-it-sft-0.411.log"):
+        shutil.copy(DATA / "verl" / name, folder / name)
+    bad = os.path.join(os.fsencode(folder), b"bad\xff.log")
+    shutil.copy(DATA / "verl" / "eh_Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log", bad)
+    ids = rd.discover([folder])["run_id"].tolist()
+    [bad_id] = [r for r in ids if r.startswith("bad")]
+    good = [r for r in ids if r != bad_id]
+
+    at = open_page(monkeypatch, folder, "pages/compare.py", {"run": bad_id})  # asserts no exception element
+    assert not at.exception
+    at = compare_page(monkeypatch, folder, [good[0], *[r for r in ids if r != good[0]]])
+    assert not at.exception
+    shown = {name for spec in charts(at).values() for name in lines(spec)}
+    assert set(good) <= shown
+    notes = _left_out(at)
+    if bad_id in shown:  # logs() reads such a name: the run simply compares
+        assert notes == []
+    else:  # it cannot be read: it is named with why, not silently dropped
+        [note] = notes
+        assert note.startswith(f"left out: {md_code(bad_id)}: ") and "Error" in note
+
+
+def test_a_run_swapped_out_of_the_roots_after_the_runs_list_is_left_out(monkeypatch, tmp_path):
+    """A run dir replaced by a link out of the allowed roots between the runs list (cached a few
+    seconds) and Compare: opening it is refused for real (RunError), so it is left out and named
+    with why; the other runs compare and nothing raises."""
+    import os
+    import shutil
+
+    from conftest import NEW_RUN, copy_run
+
+    folder = tmp_path / "outputs"
+    runs = [copy_run(NEW_RUN, folder, name) for name in ("a", "b", "c")]
+    at = open_page(monkeypatch, folder, "pages/overview.py", {"run": "a"})  # the runs list holds c
+    elsewhere = copy_run(NEW_RUN, tmp_path / "elsewhere", "c")
+    shutil.rmtree(runs[2])
+    os.symlink(elsewhere, runs[2])
+    at.query_params["runs"] = ["a", "b", "c"]
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert {"a", "b"} <= set(lines(charts(at)["reward"]))
+    assert "c" not in lines(charts(at)["reward"])
+    [note] = _left_out(at)
+    assert note.startswith("left out: `c`: RunError") and "roots" in note
