@@ -15,6 +15,7 @@ import html
 import io
 import json
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -408,6 +409,7 @@ if __name__ == "__main__":
         planted_runs = plant(folder)
         results = {}
         for surface in sys.argv[1:] or SURFACES:
+            began = time.monotonic()
             results[surface] = collect(surface, str(folder))
-            print(f"{surface}: {describe(results[surface])}", file=sys.stderr)
+            print(f"{surface} ({time.monotonic() - began:.0f} s): {describe(results[surface])}", file=sys.stderr)
         print(table(results, planted_runs))
