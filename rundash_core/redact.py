@@ -13,14 +13,18 @@ this module hides them. Under a secret name the whole value is hidden: a scalar 
 list or dict keeps its shape with every leaf hidden (`secrets: {a: 1}` -> `{a: HIDDEN}`); None, ""
 and booleans stay (they carry no secret and show that nothing is set).
 
-VALUES are hidden by shape anywhere: `sk-...`, `hf_...`, `gh[pousr]_...`, `github_pat_...`,
-`xox[abpr]-...`, `AKIA`/`ASIA` key ids, the token after `Bearer`, PEM `PRIVATE KEY` blocks, the
+VALUES are hidden by shape anywhere (issuers' shapes: `secret_shapes.VALUE_SHAPE`), the token after
+`Bearer`, PEM `PRIVATE KEY` blocks, the
 password of `scheme://user:password@host`; a 40-hex string (W&B key) as a whole value or line (not
 under or after a commit/sha/hash name) or near a secret name or wandb/login/aws on its line; a
 40-character AWS-style secret near such words. In TEXT, what follows a secret name is hidden: flags
 (`--token X`, `--token=X`, `--openai-api-key X`), assignments (`HF_TOKEN=X`, `api_key = "X"`,
 `"password": "X"`, `password: X`), headers (`Authorization: Bearer X`), whole TOML tables
-(`[secrets]`), YAML blocks, JSON/TOML arrays and tables.
+(`[secrets]`), YAML blocks, JSON/TOML arrays and tables; prose (`the password is X`), name/value
+pairs (`{"key": "Authorization", "value": X}`, k8s `- name: API_KEY` / `value: X`, also in parsed
+configs, and args lists `["--api-key", X]`), tab/table/full-width separators, command-line
+passwords (`sshpass -p X`, `mysql -pX`). ANSI colour codes are looked through. A hidden block of
+lines stays as many lines (each line's content becomes HIDDEN), so callers may split it again.
 
 Linear time: one scan for literal words (key, tok, pass, auth, sk-, ...) over a lower-cased copy
 finds candidates; each is examined by anchored, possessive patterns over bounded windows, and the
@@ -30,8 +34,8 @@ from __future__ import annotations
 
 import re
 
-from .secret_shapes import (AMBIGUOUS, HEX40, PEM_BEGIN, PEM_END, PLAIN, SECRET, SHAPE_PREFIXES, VALUE_SHAPE,
-                            aws_shaped, is_commitish_name, looks_credential, name_words)
+from .secret_shapes import (AMBIGUOUS, CMD_PASSWORD, HEX40, PEM_BEGIN, PEM_END, PLAIN, SECRET, SHAPE_PREFIXES,
+                            VALUE_SHAPE, aws_shaped, is_commitish_name, literal_trie, looks_credential, name_words)
 from .secret_shapes import is_secret_name, name_kind  # noqa: F401 (API)
 
 HIDDEN = "[hidden]"
@@ -118,17 +122,7 @@ _CTX_WORDS = ("wandb", "login", "aws", "akia", "asia")
 _CJK = ("密码", "密钥", "令牌")  # password, secret key, token (Chinese model outputs and logs)
 _SPECIAL_FIRST = frozenset(w[0] for w in ("-", *_CTX_WORDS, *SHAPE_PREFIXES))
 
-
-def _trie(words) -> str:
-    """An alternation of literals as a trie (`a(?:ws|uth)`), so `re` tries one branch per position."""
-    if "" in words and len(words) == 1:
-        return ""
-    heads = sorted({w[0] for w in words if w})
-    alt = "|".join(re.escape(h) + _trie({w[1:] for w in words if w[:1] == h}) for h in heads)
-    return f"(?:{alt})" + ("?" if "" in words else "") if len(heads) > 1 or "" in words else alt
-
-
-_CAND = re.compile(_trie({"-----begin", *SHAPE_PREFIXES, *_CTX_WORDS, *_CJK, "key", "tok", "secret", "pass", "pwd",
+_CAND = re.compile(literal_trie({"-----begin", *SHAPE_PREFIXES, *_CTX_WORDS, *_CJK, "key", "tok", "secret", "pass", "pwd",
                           "cred", "auth", "cookie", "session"}) + r"[a-z0-9_.\-]*+")
 _B64CH = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/")
 _RUN = re.compile(r"[a-z0-9_.\-]*+")  # a name, backwards in the reversed lower-cased text
@@ -141,13 +135,6 @@ _PAIR_LABEL = re.compile(r"(?i:name|key|header|field)[\"']?[ \t]*+[:=][ \t]*+[\"
 _PAIR_VALUE = re.compile(r"(?<![\w-])(?i:value)(?=[\"']?[ \t]*+[:=])")
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*+[A-Za-z]")
-# command lines whose password flag has no secret name: `sshpass -p X`, `mysql -pX`, `docker login -p X`,
-# `redis-cli -a X`, `curl -u user:X`
-_CMD_PASSWORD = re.compile(
-    r"(?<![\w-])(?:sshpass[ \t]++-p[ \t]*+|(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p(?=[^\s-])|"
-    r"(?:docker|podman|helm|oras)[ \t]++(?:registry[ \t]++)?login\b[^\n|;&]{0,200}?[ \t]-p[ \t]++|"
-    r"redis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]++|(?:-u|--user)[ \t]++[\"']?[^\s:\"']{1,64}+:)"
-    r"[\"']?(?P<v>[^\s\"']++)")
 _QUOTED = re.compile(r"\"(?:[^\"\\\n]|\\.)*+\"?|'[^'\n]*+'?")
 _BARE_EQ = re.compile(r"[^\s\"',;&}\])]*+")
 _BARE_COLON = re.compile(r"[^\n\"'}\],]*+")
@@ -226,7 +213,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
     if (h := _HEX_FIRST.match(text)) is not None:
         spans.append(h.span("v"))
     spans.extend(u.span("v") for u in _URL_CREDENTIAL.finditer(text))
-    spans.extend(c.span("v") for c in _CMD_PASSWORD.finditer(text) if not c.group("v").isdigit())
+    spans.extend(c.span("v") for c in CMD_PASSWORD.finditer(text) if not c.group("v").isdigit())
     spans.extend(h.span("v") for h in _HEX_LINE.finditer(text)  # a hex alone on its line, but not after `commit:`
                  if not _COMMIT_BEFORE.search(text, max(0, h.start() - 40), h.start()))
     return spans

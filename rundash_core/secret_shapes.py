@@ -139,3 +139,21 @@ def looks_credential(s: str) -> bool:
 
 def aws_shaped(s: str) -> bool:
     return bool(_AWS40.fullmatch(s)) and not s.isupper() and not s.islower() and any(c.isdigit() for c in s)
+
+
+# command lines whose password flag has no secret name: `sshpass -p X`, `mysql -pX`, `docker login -p X`,
+# `redis-cli -a X`, `curl -u user:X`
+CMD_PASSWORD = re.compile(
+    r"(?<![\w-])(?:sshpass[ \t]++-p[ \t]*+|(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p(?=[^\s-])|"
+    r"(?:docker|podman|helm|oras)[ \t]++(?:registry[ \t]++)?login\b[^\n|;&]{0,200}?[ \t]-p[ \t]++|"
+    r"redis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]++|(?:-u|--user)[ \t]++[\"']?[^\s:\"']{1,64}+:)"
+    r"[\"']?(?P<v>[^\s\"']++)")
+
+
+def literal_trie(words) -> str:
+    """An alternation of literals as a trie (`a(?:ws|uth)`), so `re` tries one branch per position."""
+    if "" in words and len(words) == 1:
+        return ""
+    heads = sorted({w[0] for w in words if w})
+    alt = "|".join(re.escape(h) + literal_trie({w[1:] for w in words if w[:1] == h}) for h in heads)
+    return f"(?:{alt})" + ("?" if "" in words else "") if len(heads) > 1 or "" in words else alt
