@@ -19,6 +19,7 @@ from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
 _PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+_DEEP = _PARSER.options["maxNesting"] - 2  # a block nested this deep may have lost content
 _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]&~$:@|#{}])")
 _LINE_START = re.compile(r"^([ \t]*)(\d{1,9}(?=[.)])|[-+=])")
 _BARE_URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#&+,;=%]+", re.I)
@@ -56,8 +57,16 @@ def link(label_md: str, url: str) -> str:
 def inert(text: str, hook: Hook | None = None) -> str:
     """`text` as Markdown that Streamlit renders with no image, HTML or script link from it
     (see the module doc); `hook` renders plain text outside links and code (default: escaped)."""
-    root = SyntaxTreeNode(_PARSER.parse(text))
-    return "\n".join(_Writer(hook or escape).blocks(root.children, tight=False)).strip("\n")
+    tokens = _PARSER.parse(text)
+    writer, lines, out = _Writer(hook or escape), text.split("\n"), []
+    for node in SyntaxTreeNode(tokens).children:
+        if out:
+            out.append("")
+        if node.map and any(n.level >= _DEEP for n in node.walk()):  # past markdown-it's nesting limit it drops content: show the lines as text
+            out += [writer.line_start(escape(line)) + "  " for line in lines[node.map[0]:node.map[1]] if line.strip()]
+        else:
+            out += writer.blocks([node], tight=False)
+    return "\n".join(out).strip("\n")
 
 
 def inert_stream(chunks: Iterable[str], hook: Hook | None = None) -> Iterator[str]:

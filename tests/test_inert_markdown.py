@@ -130,3 +130,13 @@ def test_stream_pieces_join_and_cut_only_between_blocks():
     pieces = list(ai.safe_lines(chunks))
     assert len(pieces) == 2 and "```\nq\n\nz\n```" in pieces[1]  # a fence is never cut
     assert_inert("".join(pieces))
+
+
+def test_nesting_past_the_parser_limit_shows_the_lines_as_text():
+    """markdown-it drops what is nested past its limit: those blocks come out as escaped lines."""
+    deep = ">" * 500 + f" hidden ![a]({E}) text\n\nafter"
+    out = inert_markdown.inert(deep)
+    assert_inert(out)
+    assert "hidden" in html(out) and "after" in html(out)
+    listed = "".join(" " * i + f"- item{i}\n" for i in range(0, 200, 2))
+    assert "item198" in html(inert_markdown.inert(listed))
