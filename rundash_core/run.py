@@ -24,6 +24,7 @@ import pandas as pd
 from . import frames
 from .frames import Episode
 from .gate import GATED, gate_method, inside
+from .io.files import shown_path
 
 KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
 STATUSES = ("running", "completed", "stopped", "unknown")
@@ -200,7 +201,7 @@ class Run(abc.ABC):
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         self.path = os.path.abspath(os.fspath(path))
-        self.name = os.path.basename(self.path.rstrip(os.sep))
+        self.name = shown_path(os.path.basename(self.path.rstrip(os.sep)))  # a non-UTF-8 name: \xff escapes
         self.run_id = run_id or self.name
 
     def __repr__(self) -> str:

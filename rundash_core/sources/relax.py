@@ -38,7 +38,7 @@ import orjson
 import pandas as pd
 
 from .. import cache, episode_ids, frames
-from ..io.files import FileId, describe_unreadable, file_id, read_range
+from ..io.files import FileId, describe_unreadable, file_id, read_range, shown_path
 from ..io.jsonl import LineProblems, parse_jsonl_bytes
 from ..metricblock import TidyLog
 from ..run import Overview, Problem, Run, utc
@@ -112,7 +112,7 @@ class RelaxRun(Run):
         super().__init__(path, run_id)
         self.result_dir = result_dir_of(self.path) or os.path.join(self.path, RESULT_DIR)
         if os.path.basename(self.path) == RESULT_DIR:  # opened at rollout_result/: name it after <save>
-            self.name = os.path.basename(os.path.dirname(self.path))
+            self.name = shown_path(os.path.basename(os.path.dirname(self.path)))
             if run_id in (None, RESULT_DIR):
                 self.run_id = self.name
         self._lock = threading.Lock()

@@ -19,7 +19,7 @@ import os
 import pandas as pd
 
 from .. import cache
-from ..io.files import file_id, read_range
+from ..io.files import file_id, read_range, shown_path
 from ..io.verl_file_logger import FileLoggerTail
 from ..io.verl_log import VerlLogTail
 from ..io.verl_pass import LogPass, log_pass
@@ -46,8 +46,8 @@ class VerlRun(Run):
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         super().__init__(path, run_id)
-        base = os.path.basename(self.path)
-        self.name = stem(self.path)
+        base = shown_path(os.path.basename(self.path))
+        self.name = shown_path(stem(self.path))
         if run_id is None or run_id == base or run_id.endswith(":" + base):
             self.run_id = (run_id or base)[: len(run_id or base) - len(base)] + self.name
         self.is_jsonl = self.path.endswith(".jsonl")
