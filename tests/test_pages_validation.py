@@ -11,7 +11,7 @@ import pytest
 
 import rundash_core as rd
 from conftest import DATA, open_page
-from rundash_core import validation as val
+from rundash_core import episode_ids, validation as val
 from rundash_core import validation_charts as vc
 
 PAGE = "pages/validation.py"
@@ -91,7 +91,8 @@ def test_failure_buckets_link_to_their_trajectories(monkeypatch, demo_runs):
     modes = vc.failure_modes_all(run, events)
     assert sum(sum(t["customdata"]) for t in fig["data"]) == len(modes) > 0
     last = modes[modes["event"] == events[-1]]
-    samples = set(run.samples(split="val")["sample_id"])
+    every = run.samples()  # a link carries the trial name (the writer's id, `link_ids`), as every deep link
+    samples = set(episode_ids.link_ids(every)[every["split"] == "val"])
     for cat in sorted(set(last["category"])):
         next(r for r in at.radio if r.label == "Bucket").set_value(cat).run()
         links = _table(at, "trajectory")
