@@ -23,6 +23,8 @@ METRICS = Path("monitors/file/metrics.jsonl")
 BAD = b"bad\xff.log"
 SURROGATE_LINE = b'{"step": 3, "time": 1.0, "x\\ud800y": 2.0, "note": "\\udfff", "producer": "trainer"}\n'
 DEEP_LINE = b"[" * 100_000 + b"]" * 100_000 + b"\n"
+LEGO_LOG = "qwen3-8b-swegym-gspo-async-r1.log"
+LEGO_TRIAL = "harbor_trials/swe_lego_rl/qwen3-8b-swegym-gspo-async-r1/step_0196/sympy__sympy-24749-e0a19186"
 READERS = ("overview", "metrics", "validation", "health", "samples", "logs", "reports", "problems")
 
 
@@ -160,9 +162,12 @@ def test_nothing_from_outside_the_roots_is_listed(tmp_path):
 def _unreadable_tree() -> tuple[str, dict]:
     base = tempfile.mkdtemp(prefix="rundash-unreadable-")
     os.chmod(base, 0o755)
-    p, t, v = (os.path.join(base, x) for x in ("p", "t", "v"))
+    p, t, v, lego, relax = (os.path.join(base, x) for x in ("p", "t", "v", "lego", "relax"))
     shutil.copytree(PRIME, p)
     shutil.copytree(TRACES, t)
+    shutil.copytree(DATA / "lego", lego, symlinks=True)
+    shutil.copytree(DATA / "relax" / "relax-run", relax)
+    trial = f"{lego}/{LEGO_TRIAL}"
     os.makedirs(v)
     shutil.copy(DATA / "verl" / "dq_math.log", v)
     for r, ds, fs in os.walk(base):
@@ -172,10 +177,11 @@ def _unreadable_tree() -> tuple[str, dict]:
             os.chmod(os.path.join(r, x), 0o644)
     closed = {"trainer": f"{p}/logs/attempt_2/trainer.log", "envs": f"{p}/logs/attempt_2/envs",
               "report": f"{p}/reports/resume-after-oom.md", "chunk": f"{t}/monitors/file/traces/stream/00001.jsonl",
-              "verl": f"{v}/dq_math.log"}
+              "verl": f"{v}/dq_math.log", "trial": f"{trial}/result.json",
+              "rollouts": f"{relax}/rollout_result/train/1.jsonl"}
     for path in closed.values():
         os.chmod(path, 0)
-    return base, {"runs": [p, t, f"{v}/dq_math.log"], "closed": closed}
+    return base, {"runs": [p, t, f"{v}/dq_math.log", f"{lego}/logs/{LEGO_LOG}", relax], "closed": closed}
 
 
 def _report(runs: list[str]) -> dict:
@@ -200,7 +206,8 @@ def _report(runs: list[str]) -> dict:
 
 
 def _as_nobody(runs: list[str]) -> dict:
-    _report([str(PRIME), str(TRACES), str(DATA / "verl" / "dq_math.log")])  # import lazily loaded modules as root
+    _report([str(PRIME), str(TRACES), str(DATA / "verl" / "dq_math.log"), str(DATA / "lego" / "logs" / LEGO_LOG),
+             str(DATA / "relax" / "relax-run")])  # import lazily loaded modules as root
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: no pytest teardown, only os._exit

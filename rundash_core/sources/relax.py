@@ -278,7 +278,8 @@ class RelaxRun(Run):
             out.append(Problem(self.result_dir, "no rollout files yet (train/ and eval/ hold no {rollout_id}.jsonl)"))
         for k in kept:
             out += [Problem(k.path, what, n, line or None) for what, n, line in k.problems]
-        return out
+        from .unreadable import unreadable_problems
+        return out + unreadable_problems([self.result_dir], out)
 
 
 SUMMARY_READ_BYTES = 16 << 20  # the card reads an eval file's datasets only up to this size

@@ -398,4 +398,5 @@ class SweLegoRLRun(VerlRun):
         out += [Problem(d, "exp dir holds no step_* folders yet") for d in exp_dirs if d not in have]
         out += [Problem(os.path.join(d, n), "not a step_<number> folder (at most 18 digits): left out")
                 for d in exp_dirs for n in harbor.odd_step_names(d)]
-        return out
+        from .unreadable import unreadable_problems
+        return out + unreadable_problems(exp_dirs, out)
