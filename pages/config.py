@@ -2,7 +2,7 @@
 import streamlit as st
 
 from pages import _ui
-from rundash_core.configview import compile_search, language_for, opens_by_default, search_config
+from rundash_core.configview import compile_search, opens_by_default, shown_config
 
 run = _ui.page_run("Config")
 attempts = run.attempts()
@@ -23,13 +23,15 @@ if not files:
     _ui.empty_state("This attempt has no config files.")
     st.stop()
 
-results = {name: search_config(value, pattern) for name, value in files.items()}
+results = {name: shown_config(name, value, pattern) for name, value in files.items()}
 if pattern is not None:
-    total = sum(hits for _, _, hits in results.values())
-    st.caption(f"**{total}** match{'es' * (total != 1)} in {sum(h > 0 for *_, h in results.values())} file(s)")
-for name, (text, lang, hits) in results.items():
+    total = sum(hits for _, _, hits, _ in results.values())
+    st.caption(f"**{total}** match{'es' * (total != 1)} in {sum(r[2] > 0 for r in results.values())} file(s)")
+for name, (text, lang, hits, notes) in results.items():
     if pattern is not None and hits == 0:
         continue
     label = _ui.md_escape(name) + (f"  ·  {hits} match{'es' * (hits != 1)}" if pattern is not None else "")
     with st.expander(label, expanded=pattern is not None or opens_by_default(name, len(files))):
-        st.code(text, language=lang if lang == "json" else language_for(name), wrap_lines=True)
+        if notes:
+            st.caption(_ui.md_escape("; ".join(notes)) + ": the file is too big to show whole here.")
+        st.code(text, language=lang, wrap_lines=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from .redact import redact
-from .user_regex import UserPattern, compile_user_pattern
+from .user_regex import MAX_INPUT_CHARS, UserPattern, compile_user_pattern
 
 MISSING = object()
 
@@ -81,6 +81,62 @@ def search_config(value, pattern: UserPattern | None) -> tuple[str, str, int]:
         return ("" if pruned is MISSING else render(pruned)[0]), lang, hits
     shown, hits = filter_text(text, pattern)
     return shown, lang, hits
+
+
+MAX_LINE = 4_000  # characters of one line shown; a longer line is cut around its matches
+CONTEXT = 300  # characters kept either side of a match in a cut line
+MAX_MATCHES = 200  # matches shown per file (each with its context)
+MAX_HIGHLIGHT = 200_000  # characters of a file syntax-highlighted; a longer one is shown plain
+
+
+def _cut_line(line: str, spans: list[tuple[int, int]]) -> str:
+    """A long line as CONTEXT characters around each match (windows merged), or its start."""
+    if not spans:
+        return line[:MAX_LINE] + " …"
+    parts, end = [], 0
+    for a, b in spans:
+        lo, hi = max(a - CONTEXT, end), min(b + CONTEXT, len(line))
+        if lo < hi:
+            parts.append(("… " if lo > end or (lo > 0 and not parts) else "") + line[lo:hi])
+            end = hi
+    return "".join(parts) + (" …" if end < len(line) else "")
+
+
+def within_budget(text: str, pattern: UserPattern | None) -> tuple[str, list[str]]:
+    """`text` cut to what a browser tab can show at once, and notes saying plainly what was cut:
+    a 1.2 MB one-line config under a search would otherwise be sent and highlighted whole (the
+    tab hangs for minutes). A line over MAX_LINE keeps CONTEXT characters around each match (or
+    its first MAX_LINE); at most MAX_MATCHES matches are shown per file."""
+    out, cuts, shown, total, more = [], [], 0, 0, ""
+    for number, line in enumerate(text.split("\n"), 1):
+        spans = pattern.spans(line) if pattern is not None else []  # (those in its first MAX_INPUT_CHARS)
+        total += pattern.count(line) if spans else 0
+        more = "+" if spans and len(line) > MAX_INPUT_CHARS else more  # a search reads a line's first MAX_INPUT_CHARS
+        if spans and shown >= MAX_MATCHES:
+            continue
+        spans = spans[:MAX_MATCHES - shown]
+        shown += len(spans)
+        if len(line) > MAX_LINE:
+            cuts.append(f"line {number} cut to {CONTEXT} characters around each match of its {len(line):,}"
+                        if spans else f"line {number} cut at {MAX_LINE:,} of its {len(line):,} characters")
+            line = _cut_line(line, spans)
+        out.append(line)
+    notes = [f"showing {shown:,} of {total:,}{more} matches"] if total > shown else []
+    notes += cuts[:3] + ([f"{len(cuts) - 3} more lines cut"] if len(cuts) > 3 else [])
+    return "\n".join(out), notes
+
+
+def shown_config(name: str, value, pattern: UserPattern | None) -> tuple[str, str, int, list[str]]:
+    """What the Config page shows for one file: text (secrets hidden, within the budget), its
+    highlighting language ("text" past MAX_HIGHLIGHT characters), the hit count and the notes
+    saying what was cut."""
+    text, lang, hits = search_config(value, pattern)
+    text, notes = within_budget(text, pattern)
+    lang = lang if lang == "json" else language_for(name)
+    if len(text) > MAX_HIGHLIGHT:
+        lang = "text"
+        notes.append(f"shown without highlighting ({len(text):,} characters)")
+    return text, lang, hits, notes
 
 
 def language_for(name: str) -> str:

@@ -213,3 +213,51 @@ def test_startup_dirs_and_roots(tmp_path):
     assert startup_dirs([], environ=env) == [f"{tmp_path}/a", f"{tmp_path}/b"]
     assert allowed_roots(["/x"], environ=env) == [str(tmp_path)]
     assert allowed_roots(["/x"], environ={}) == ["/x"]
+
+
+# the budget: a huge one-line config never reaches the browser whole --------------------------------
+from rundash_core.configview import CONTEXT, MAX_LINE, MAX_MATCHES, shown_config, within_budget  # noqa: E402
+
+BIG_LINE = "python train.py " + " ".join(f"--model.layer{i}=qwen-{i:07d}" for i in range(40_000))  # ~1.2 MB
+SEEN = rx("qwen").count(BIG_LINE)  # a search reads a line's first MAX_INPUT_CHARS (1 MB): fewer than 40,000
+
+
+def test_a_long_line_is_cut_around_its_matches_and_says_so():
+    assert len(BIG_LINE) > 1_000_000
+    text, notes = within_budget(BIG_LINE, rx("qwen-00000"))
+    assert len(text) < 2 * MAX_MATCHES * (2 * CONTEXT + 20) and "qwen-0000007" in text
+    assert notes == [f"line 1 cut to {CONTEXT} characters around each match of its {len(BIG_LINE):,}"]
+    text, notes = within_budget(BIG_LINE, rx("qwen"))  # 40,000 matches: the first MAX_MATCHES shown
+    assert notes[0] == f"showing {MAX_MATCHES} of {SEEN:,}+ matches" and len(text) < 2 * MAX_MATCHES * (2 * CONTEXT + 30)
+    assert f"qwen-{MAX_MATCHES - 1:07d}" in text and f"qwen-{MAX_MATCHES + 50:07d}" not in text
+    text, notes = within_budget(BIG_LINE, None)
+    assert text == BIG_LINE[:MAX_LINE] + " …" and notes == [f"line 1 cut at {MAX_LINE:,} of its {len(BIG_LINE):,} characters"]
+    small = "a = 1\nb = 2"
+    assert within_budget(small, rx("a")) == (small, []) and within_budget(small, None) == (small, [])
+
+
+def test_shown_config_keeps_highlighting_for_small_files_only():
+    text, lang, hits, notes = shown_config("rl.toml", "lr = 1e-6\nmodel = 'x'", rx("model"))
+    assert (lang, hits, notes) == ("toml", 1, []) and text == "model = 'x'"
+    text, lang, hits, notes = shown_config("command.txt", BIG_LINE, rx("qwen"))
+    assert hits == SEEN and len(text) < 300_000 and notes[0] == f"showing {MAX_MATCHES} of {SEEN:,}+ matches"
+
+
+def test_config_page_sends_a_bounded_text_for_a_huge_one_line_config(monkeypatch, tmp_path):
+    """AppTest: a 1.2 MB one-line command.txt, with and without a matching search: every code
+    block the page sends is bounded and the cut is said plainly."""
+    from conftest import open_page
+
+    run = copy_run(NEW_RUN, tmp_path / "outputs")
+    (run / "configs" / "attempt_2" / "command.txt").write_text(BIG_LINE)
+    at = open_page(monkeypatch, tmp_path / "outputs", "pages/config.py", {"run": run.name})
+    assert max(len(c.value) for c in at.code) < 50_000
+    assert any(f"cut at {MAX_LINE:,} of its {len(BIG_LINE):,} characters" in c.value for c in at.caption), \
+        [c.value for c in at.caption]
+    at.text_input(key="cfg_search").set_value("qwen").run()
+    assert not at.exception
+    sent = [c.value for c in at.code]
+    assert sent and sum(map(len, sent)) < 300_000 and any("qwen-0000001" in c for c in sent)
+    from rundash_core.present import md_escape
+
+    assert any(md_escape(f"showing {MAX_MATCHES} of {SEEN:,}+ matches") in c.value for c in at.caption)
