@@ -261,7 +261,8 @@ def ai_text(path: str, other: str) -> str:
 
 def browser_frames(folder: str) -> dict[str, set[int]]:
     """One server, one browser: every websocket frame received while opening Trajectory (with an
-    episode open, and its token view), Logs, Config, Reports for each planted run."""
+    episode open, and its token view), Logs, Config and Reports (where the run has them) for each
+    planted run."""
     from playwright.sync_api import sync_playwright
 
     from test_browser_offline import CHROMIUM, CHROMIUM_ARGS, launched_rundash
@@ -273,14 +274,16 @@ def browser_frames(folder: str) -> dict[str, set[int]]:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             for kind, run_id, path in _runs(folder):
-                sids = episodes_to_open(rd.open_run(path))[:1]
+                run = rd.open_run(path)
+                sids = episodes_to_open(run)[:1]
+                stems = ["logs"] + ["config"] * bool(run.configs()) + ["reports"] * bool(len(run.reports()))
                 frames: list[bytes] = []
                 page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
                 page.on("websocket", lambda ws: ws.on(
                     "framereceived", lambda f: frames.append(f if isinstance(f, bytes) else f.encode("utf-8", "replace"))))
                 urls = [f"trajectory?{urlencode({'run': run_id, 'sample': s})}" for s in sids]
                 urls += [f"trajectory?{urlencode({'run': run_id, 'sample': s, 'tokens': 'true'})}" for s in sids]
-                urls += [f"{stem}?{urlencode({'run': run_id})}" for stem in ("logs", "config", "reports")]
+                urls += [f"{stem}?{urlencode({'run': run_id})}" for stem in stems]
                 for url in urls:
                     page.goto(f"http://127.0.0.1:{port}/{url}")
                     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=90000)
