@@ -83,10 +83,14 @@ def test_lone_surrogate_escape_is_replaced_and_named(tmp_path):
 
 
 def test_a_line_nested_100000_deep_is_a_named_problem(tmp_path):
-    run = _sweep(str(hostile_tree(tmp_path) / "prime"))
+    root = hostile_tree(tmp_path)
+    run = _sweep(str(root / "prime"))
     found = [p for p in run.problems() if "nested too deep" in p.what]
     assert len(found) == 1 and found[0].path.endswith("metrics.jsonl") and found[0].line is not None
     assert run.metrics()["step"].max() >= 3  # the good rows around it are read
+    relax = _sweep(str(root / "relax"))  # a rollout file: the same decode, named the same way
+    whats = {p.what for p in relax.problems() if p.path.endswith("train/0.jsonl")}
+    assert {"JSON nested too deep (skipped)", "lone UTF-16 surrogate escapes (replaced by U+FFFD)"} <= whats, whats
 
 
 def test_a_trace_record_nested_too_deep_opens_what_it_can(tmp_path):
