@@ -33,6 +33,7 @@ scan resumes after what it consumed (no region is scanned more than a bounded nu
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 from .secret_shapes import (AMBIGUOUS, CMD_PASSWORD, HEX40, PEM_BEGIN, PEM_END, PLAIN, SECRET, SHAPE_PREFIXES,
                             VALUE_SHAPE, aws_shaped, is_commitish_name, literal_trie, looks_credential, name_words)
@@ -134,7 +135,6 @@ _PROSE = re.compile(r"[ \t]++(?:is|was|to|(?:is|was)[ \t]++set[ \t]++to)[ \t]++[
 _PAIR_LABEL = re.compile(r"(?i:name|key|header|field)[\"']?[ \t]*+[:=][ \t]*+[\"']?\Z")
 _PAIR_VALUE = re.compile(r"(?<![\w-])(?i:value)(?=[\"']?[ \t]*+[:=])")
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*+[A-Za-z]")
 _QUOTED = re.compile(r"\"(?:[^\"\\\n]|\\.)*+\"?|'[^'\n]*+'?")
 _BARE_EQ = re.compile(r"[^\s\"',;&}\])]*+")
 _BARE_COLON = re.compile(r"[^\n\"'}\],]*+")
@@ -145,6 +145,7 @@ _HEX_LINE = re.compile(r"\n[ \t\"']*+(?P<v>[0-9a-fA-F]{40})[ \t\"',\r]*+(?=\n|\Z
 _HEX_FIRST = re.compile(_HEX_LINE.pattern[2:])
 _URL_CREDENTIAL = re.compile(r"://[^\s/:@'\"]*+:(?P<v>[^\s/@'\"]++)@")  # scheme://user:password@host
 _COMMIT_BEFORE = re.compile(r"(?i:commit|sha|hash|revision|digest|checksum)[^\n]*+\Z")
+_TOML_KEY = re.compile(r"[\w.\"'-]++[ \t]*+=")
 _TOML_NEXT_TABLE = re.compile(r"\n[ \t]*+\[")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _EMPTY = frozenset(("", "null", "none", "true", "false", "~", '""', "''"))
@@ -156,16 +157,42 @@ def redact_text(text: str) -> str:
     line stays a line (the text keeps its newlines). ANSI colour codes are looked through."""
     if not isinstance(text, str):
         text = str(text)
-    if "\x1b" not in text:
-        return _apply(text, _spans(text))
-    plain, where, last = [], [], 0  # the text without its colour codes, and each kept character's place
-    for m in _ANSI.finditer(text):
-        plain.append(text[last:m.start()])
-        where.extend(range(last, m.start()))
+    spans = _spans(text)
+    if "\x1b" in text or "\\" in text or "'\n" in text or '"\n' in text or "'\"'" in text:
+        spans += _seen_through(text)
+    return _apply(text, spans)
+
+
+_VIEW = re.compile(r"\x1b\[[0-9;?]*+[A-Za-z]|(?P<q>['\"])[ \t]*+\n(?:\x1b\[[0-9;]*+m)?(?:\([^)\n]{0,80}+\))?"
+                   r"(?:\x1b\[[0-9;]*+m)?[ \t]*+(?P=q)|'\"'\"'|'\\''|\\++[nt\"']")
+_AS = {"n": "\n", "t": "\t", '"': '"', "'": "'"}
+
+
+def _seen_through(text: str) -> list[tuple[int, int]]:
+    """Spans found in the text as a reader sees it: ANSI colour codes dropped, escapes (`\\n`, `\\"`)
+    and shell quotes (`'"'"'`) read, a string literal continued on the next line (pprint, with a Ray
+    prefix) joined; mapped back onto the text."""
+    view, segs, last = [], [], 0  # segs: (view start, text start, text end of a replaced piece or -1)
+    n = 0
+    for m in _VIEW.finditer(text):
+        view.append(text[last:m.start()])
+        n += m.start() - last
+        g = m.group()
+        rep = "" if g[0] in "\x1b'\"" and m.group("q") or g[0] == "\x1b" else "'" if g[0] == "'" else _AS[g[-1]]
+        segs.append((n, m.start(), m.end()))
+        view.append(rep)
+        n += len(rep)
+        segs.append((n, m.end(), -1))
         last = m.end()
-    plain.append(text[last:])
-    where.extend(range(last, len(text)))
-    return _apply(text, [(where[a], where[b - 1] + 1) for a, b in _spans("".join(plain)) if a < b])
+    if not segs:
+        return []
+    view.append(text[last:])
+    starts = [v for v, _o, _e in segs]
+
+    def at(x: int, end: bool) -> int:
+        v, o, e = segs[k] if (k := bisect_right(starts, x - end) - 1) >= 0 else (0, 0, -1)
+        return (e if end else o) if e >= 0 else o + x - v
+    return [(at(a, False), at(b, True) if b > a else at(a, False)) for a, b in _spans("".join(view))]
 
 
 def _spans(text: str) -> list[tuple[int, int]]:
@@ -261,10 +288,10 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
     """Hide what follows a secret (or ambiguous) name at text[start:end]; returns where the scan
     resumes: after a hidden value, else at the value (which is then scanned like any text)."""
     n, name = len(text), text[start:end]
-    if kind == SECRET and text[start - 1:start] == "[" and text.startswith("]", end) and \
-            (text[text.rfind("\n", max(0, start - 64), start) + 1:start].strip() in ("[", "[[") or
-             text.startswith(("]\n", "]]\n"), end)):
-        return _toml_table(text, end, spans)  # a line `[secrets]` / `[[api_keys]]`
+    if kind == SECRET and text[start - 1:start] == "[" and text.startswith("]", end):
+        alone = text[text.rfind("\n", max(0, start - 64), start) + 1:start].strip() in ("[", "[[")
+        if alone or text.startswith(("]\n", "]]\n"), end):  # a line `[secrets]` / `[[api_keys]]` (or a log's)
+            return _toml_table(text, end, spans, strict=not alone)
     if kind == SECRET and (prose := _PROSE.match(text, end)) is not None:  # `the password is X`
         v = prose.group("v").rstrip(".,;:!?)")
         if any(ch.isdigit() for ch in v) and any(ch.isalpha() for ch in v) or looks_credential(v):
@@ -363,12 +390,16 @@ def _yaml_block(text: str, start: int, v: int, spans: list) -> int:
     return resume
 
 
-def _toml_table(text: str, end: int, spans: list) -> int:
-    nxt = _TOML_NEXT_TABLE.search(text, end)
+def _toml_table(text: str, end: int, spans: list, strict: bool) -> int:
+    """Hide each line's value up to the next table (`strict`, after a log line's prefix: while lines
+    are `key = value`)."""
+    nxt = None if strict else _TOML_NEXT_TABLE.search(text, end)  # (strict: a `[table]` line ends it too)
     stop = nxt.start() if nxt else len(text)
     for a, b in _lines(text, end, stop):
         line = text[a:b].rstrip("\r")
         body = line.lstrip(" \t")
+        if strict and not _TOML_KEY.match(body):
+            return a
         if body and not body.startswith("#"):
             _hide_line(a + len(line) - len(body), body, ("=",), spans)
     return stop
