@@ -257,3 +257,6 @@ def test_a_run_swapped_out_of_the_roots_after_the_runs_list_is_left_out(monkeypa
     assert "c" not in lines(charts(at)["reward"])
     [note] = _left_out(at)
     assert note.startswith("left out: `c`: RunError") and "roots" in note
+    at.sidebar.selectbox(key="sidebar_run").set_value("c").run()  # chosen in the sidebar: named there, no error page
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(e.value.startswith("Run `c` cannot be opened: RunError") for e in at.sidebar.error)
