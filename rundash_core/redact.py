@@ -163,7 +163,7 @@ def redact_text(text: str) -> str:
     return _apply(text, spans)
 
 
-_VIEW = re.compile(r"\x1b\[[0-9;?]*+[A-Za-z]|(?P<q>['\"])[ \t]*+\n(?:\x1b\[[0-9;]*+m)?(?:\([^)\n]{0,80}+\))?"
+_VIEW = re.compile(r"(?:\x1b|\\(?:u001[bB]|x1[bB]|033|e))\[[0-9;?]*+[A-Za-z]|(?P<q>['\"])[ \t]*+\n(?:\x1b\[[0-9;]*+m)?(?:\([^)\n]{0,80}+\))?"
                    r"(?:\x1b\[[0-9;]*+m)?[ \t]*+(?P=q)|'\"'\"'|'\\''|\\++[nt\"']")
 _AS = {"n": "\n", "t": "\t", '"': '"', "'": "'"}
 
@@ -178,7 +178,9 @@ def _seen_through(text: str) -> list[tuple[int, int]]:
         view.append(text[last:m.start()])
         n += m.start() - last
         g = m.group()
-        rep = "" if g[0] in "\x1b'\"" and m.group("q") or g[0] == "\x1b" else "'" if g[0] == "'" else _AS[g[-1]]
+        k = len(g) - 1  # escapes: k backslashes then a character (an even k is k/2 backslashes and the letter)
+        rep = "" if m.group("q") or g[0] == "\x1b" or "[" in g else "'" if g[0] == "'" else \
+            "\\" * (k // 2) + (_AS[g[-1]] if k % 2 else g[-1])
         segs.append((n, m.start(), m.end()))
         view.append(rep)
         n += len(rep)
