@@ -145,6 +145,7 @@ _HEX_LINE = re.compile(r"\n[ \t\"']*+(?P<v>[0-9a-fA-F]{40})[ \t\"',\r]*+(?=\n|\Z
 _HEX_FIRST = re.compile(_HEX_LINE.pattern[2:])
 _URL_CREDENTIAL = re.compile(r"://[^\s/:@'\"]*+:(?P<v>[^\s/@'\"]++)@")  # scheme://user:password@host
 _COMMIT_BEFORE = re.compile(r"(?i:commit|sha|hash|revision|digest|checksum)[^\n]*+\Z")
+_TRIPLE = re.compile(r"[\w.\"'-]++[ \t]*+=[ \t]*+(?P<q>\"\"\"|''')")
 _TOML_KEY = re.compile(r"[\w.\"'-]++[ \t]*+=")
 _TOML_NEXT_TABLE = re.compile(r"\n[ \t]*+\[")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
@@ -397,14 +398,23 @@ def _toml_table(text: str, end: int, spans: list, strict: bool) -> int:
     are `key = value`)."""
     nxt = None if strict else _TOML_NEXT_TABLE.search(text, end)  # (strict: a `[table]` line ends it too)
     stop = nxt.start() if nxt else len(text)
+    skip = -1
     for a, b in _lines(text, end, stop):
+        if a < skip:  # inside a multi-line string hidden with its key
+            continue
         line = text[a:b].rstrip("\r")
         body = line.lstrip(" \t")
         if strict and not _TOML_KEY.match(body):
-            return a
+            return end  # (its lines are scanned as text too: a value may open a `"""` string)
         if body and not body.startswith("#"):
+            v = _TRIPLE.match(text, a + len(line) - len(body))
+            if v is not None:  # `key = """` ... `"""`: every line up to the closing quotes
+                close = text.find(v.group("q"), v.end())
+                skip = close + 3 if close >= 0 else len(text)
+                spans.append((v.end(), close if close >= 0 else skip))
+                continue
             _hide_line(a + len(line) - len(body), body, ("=",), spans)
-    return stop
+    return end if strict else max(stop, skip)
 
 
 def _hide_line(a: int, body: str, seps: tuple[str, ...], spans: list) -> None:
