@@ -348,7 +348,8 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
             (pair := _pair(text, b, spans)) is not None:
         return pair  # `"key": "Authorization", "value": X`: the label stays
     spans.append((a, b))
-    return resume
+    pem = text.find("-----BEGIN ", a, b)  # a key whose lines go on past this value: hide it whole
+    return resume if pem < 0 else pem
 
 
 def _netrc_value(text: str, end: int) -> bool:
