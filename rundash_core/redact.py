@@ -159,7 +159,7 @@ def redact_text(text: str) -> str:
     if not isinstance(text, str):
         text = str(text)
     spans = _spans(text)
-    if "\x1b" in text or "\\" in text or "'\n" in text or '"\n' in text or "'\"'" in text:
+    if "\x1b" in text or "\\" in text or "'\n" in text or "'\"'" in text:  # ('\n: pprint's pieces)
         spans += _seen_through(text)
     return _apply(text, spans)
 
