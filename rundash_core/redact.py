@@ -158,10 +158,10 @@ def redact_text(text: str) -> str:
     line stays a line (the text keeps its newlines). ANSI colour codes are looked through."""
     if not isinstance(text, str):
         text = str(text)
-    spans = _spans(text)
+    seen = None
     if "\x1b" in text or "\\" in text or "'\n" in text or "'\"'" in text:  # ('\n: pprint's pieces)
-        spans += _seen_through(text)
-    return _apply(text, spans)
+        seen = _seen_through(text)
+    return _apply(text, _spans(text) if seen is None else seen)
 
 
 _VIEW = re.compile(r"(?:\x1b|\\(?:u001[bB]|x1[bB]|033|e))\[[0-9;?]*+[A-Za-z]|(?P<q>['\"])[ \t]*+\n(?:\x1b\[[0-9;]*+m)?(?:\([^)\n]{0,80}+\))?"
@@ -169,10 +169,10 @@ _VIEW = re.compile(r"(?:\x1b|\\(?:u001[bB]|x1[bB]|033|e))\[[0-9;?]*+[A-Za-z]|(?P
 _AS = {"n": "\n", "t": "\t", '"': '"', "'": "'"}
 
 
-def _seen_through(text: str) -> list[tuple[int, int]]:
+def _seen_through(text: str) -> list[tuple[int, int]] | None:
     """Spans found in the text as a reader sees it: ANSI colour codes dropped, escapes (`\\n`, `\\"`)
     and shell quotes (`'"'"'`) read, a string literal continued on the next line (pprint, with a Ray
-    prefix) joined; mapped back onto the text."""
+    prefix) joined; mapped back onto the text. None: the reader sees the text as it is."""
     view, segs, last = [], [], 0  # segs: (view start, text start, text end of a replaced piece or -1)
     n = 0
     for m in _VIEW.finditer(text):
@@ -188,7 +188,7 @@ def _seen_through(text: str) -> list[tuple[int, int]]:
         segs.append((n, m.end(), -1))
         last = m.end()
     if not segs:
-        return []
+        return None
     view.append(text[last:])
     starts = [v for v, _o, _e in segs]
 
