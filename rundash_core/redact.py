@@ -325,7 +325,7 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
     if text.startswith('"""', v) or text.startswith("'''", v):
         close = text.find(text[v:v + 3], v + 3)
         a, b = v + 3, (close if close >= 0 else n)
-        resume = b + 3 if close >= 0 else n
+        resume = a  # (its lines are scanned too: the quotes that close it may open another's)
     elif c in "\"'":
         q = _QUOTED.match(text, v)
         a, b, resume = v + 1, q.end() - (q.end() - v > 1 and text[q.end() - 1] == c), q.end()
@@ -380,7 +380,8 @@ def _yaml_block(text: str, start: int, v: int, spans: list) -> int:
     """`secrets:` then more-indented lines (or `- item` lines): hide each line's value."""
     ls = text.rfind("\n", max(0, start - _WINDOW), start) + 1
     prefix = text[ls:start]  # (a log line's prefix before the name: the block is what its line indents)
-    indent, dashed = len(prefix) - len(prefix.lstrip(" \t")), "-" in prefix and not prefix.strip(" \t-\"'")
+    alone = not prefix.strip(" \t-\"'")  # else any indented line continues it
+    indent, dashed = (len(prefix) - len(prefix.lstrip(" \t"))) if alone else 0, "-" in prefix and alone
     resume = v
     for a, b in _lines(text, v, len(text)):
         line = text[a:b].rstrip("\r")
