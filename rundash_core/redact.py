@@ -391,7 +391,7 @@ def _yaml_block(text: str, start: int, v: int, spans: list) -> int:
             break
         resume = b
         if body and not body.startswith("#"):
-            _hide_line(a + ind, body, (":", "- "), spans)
+            _hide_line(a + ind, body, (":", "- ") if alone else (), spans)
     return resume
 
 
