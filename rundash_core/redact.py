@@ -165,7 +165,7 @@ def redact_text(text: str) -> str:
 
 
 _VIEW = re.compile(r"(?:\x1b|\\(?:u001[bB]|x1[bB]|033|e))\[[0-9;?]*+[A-Za-z]|(?P<q>['\"])[ \t]*+\n(?:\x1b\[[0-9;]*+m)?(?:\([^)\n]{0,80}+\))?"
-                   r"(?:\x1b\[[0-9;]*+m)?[ \t]*+(?P=q)|'\"'\"'|'\\''|\\++[nt\"']")
+                   r"(?:\x1b\[[0-9;]*+m)?[ \t]*+(?P=q)|'\"'\"'|'\\''|\\u[0-9a-fA-F]{4}|\\++[nt\"']")
 _AS = {"n": "\n", "t": "\t", '"': '"', "'": "'"}
 
 
@@ -181,6 +181,7 @@ def _seen_through(text: str) -> list[tuple[int, int]] | None:
         g = m.group()
         k = len(g) - 1  # escapes: k backslashes then a character (an even k is k/2 backslashes and the letter)
         rep = "" if m.group("q") or g[0] == "\x1b" or "[" in g else "'" if g[0] == "'" else \
+            chr(int(g[2:], 16)) if g[1] == "u" and len(g) == 6 else \
             "\\" * (k // 2) + (_AS[g[-1]] if k % 2 else g[-1])
         segs.append((n, m.start(), m.end()))
         view.append(rep)
