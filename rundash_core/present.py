@@ -5,17 +5,15 @@ import re
 
 import pandas as pd
 
+from .io.files import shown_path
+
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:@&])")  # @: no mailto autolink; &: no entity
 
 
 def utf8_text(text: object) -> str:
-    """`str(text)` that can be sent (UTF-8): a non-UTF-8 file name's surrogates as `\\udcff`."""
-    text = str(text)
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """`str(text)` that can be sent (UTF-8): a non-UTF-8 file name's bytes as `\\xff`, the one
+    escape form (`io.files.shown_path`)."""
+    return shown_path(str(text))
 
 
 def md_escape(text: object) -> str:

@@ -18,6 +18,7 @@ import contextvars
 import errno
 import itertools
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,14 +252,24 @@ WALK_MAX_DEPTH = 8  # config trees are a few levels deep; a hostile one is cut h
 WALK_MAX_ENTRIES = 5000
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def shown_path(path: str) -> str:
-    """A path as frames, pages and JSON can carry it: a file name whose bytes are not UTF-8 (a
-    str with surrogate escapes, as os.listdir gives it) has them written `\\xff`; others as is."""
+    """A path (or any text) as frames, pages and JSON can carry it (UTF-8): a file name byte that
+    is not UTF-8 (a surrogate escape, as os.listdir gives it) written `\\xff`, as the byte it is;
+    any other lone surrogate as `\\ud800`; the rest as is. The one escape form of rundash
+    (`present.utf8_text` is this)."""
     try:
         path.encode("utf-8")
         return path
     except UnicodeEncodeError:
-        return os.fsencode(path).decode("utf-8", "backslashreplace")
+        return _SURROGATE.sub(_escape_surrogate, path)
+
+
+def _escape_surrogate(m: re.Match) -> str:
+    code = ord(m.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
 def listed_path(shown: str) -> str:
