@@ -29,7 +29,7 @@ import pandas as pd
 
 from .redact import HIDDEN, redact, redact_text
 
-GATED = ("overview", "config", "configs", "samples", "episode", "live_samples", "logs", "read_log", "reports",
+GATED = ("overview", "config", "configs", "samples", "episode", "live_samples", "logs", "read_log", "reports", "report",
          "problems", "failure_modes")
 KEYS = frozenset(("sample_id", "episode_id", "run_id", "path", "locator", "offset", "name"))
 _state = threading.local()
