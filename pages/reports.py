@@ -20,7 +20,7 @@ if listing.empty:
 titles = dict(zip(listing["name"], listing["title"]))
 name = url_widget(st.selectbox, "Report", list(titles), key="report", format_func=lambda n: titles[n])
 row = listing[listing["name"] == name].iloc[0]
-report = rp.read_report(row["path"])
+report = _ui.read_or_stop(lambda: run.report(name), f"the report {name}")
 if report.error:
     st.warning(f"Could not read {_ui.md_code(row['path'])}: {_ui.md_escape(report.error)}")
     st.stop()

@@ -2,7 +2,8 @@
 
 A key that matches keeps its whole value; a scalar that matches keeps itself; containers keep only
 children with a match. The count is the number of hits in what is kept (keys and scalars), as a
-highlighter would show them. Secrets are hidden before the search runs, so it cannot find them.
+highlighter would show them. The values come from `Run.configs()`, through the one gate: secrets are
+hidden before the search runs, so it cannot find them.
 
 The user's pattern runs on RE2 (`user_regex`): linear time whatever it is, so a search cannot
 freeze the shared server.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 
-from .redact import redact
 from .user_regex import MAX_INPUT_CHARS, UserPattern, compile_user_pattern
 
 MISSING = object()
@@ -70,9 +70,8 @@ def render(value) -> tuple[str, str]:
 
 
 def search_config(value, pattern: UserPattern | None) -> tuple[str, str, int]:
-    """Text to show (secrets hidden), its language and the hit count for one config file under a
-    search."""
-    value = redact(value)
+    """Text to show, its language and the hit count for one config file (a gated `Run.configs()`
+    value: secrets already hidden) under a search."""
     text, lang = render(value)
     if pattern is None:
         return text, lang, 0
@@ -127,7 +126,7 @@ def within_budget(text: str, pattern: UserPattern | None) -> tuple[str, list[str
 
 
 def shown_config(name: str, value, pattern: UserPattern | None) -> tuple[str, str, int, list[str]]:
-    """What the Config page shows for one file: text (secrets hidden, within the budget), its
+    """What the Config page shows for one file of `Run.configs()`: text (within the budget), its
     highlighting language ("text" past MAX_HIGHLIGHT characters), the hit count and the notes
     saying what was cut."""
     text, lang, hits = search_config(value, pattern)

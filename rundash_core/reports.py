@@ -3,7 +3,8 @@
 A report is Markdown written by a person or an agent, with optional YAML front matter (`title`).
 It is run-provided text, so before Streamlit renders it, it is rewritten by `inert_markdown`
 (one token filter, shared with the AI answer): no HTML, links only to http(s) and relative targets,
-images as links (no fetch on render); secrets are hidden when read. Citations become links:
+images as links (no fetch on render). Secrets are hidden by the one gate: pages read a report
+through `Run.report(name)` (and titles through `Run.reports()`), never `read_report` itself. Citations become links:
 `step 12` to the Trajectory page at that step and the Metrics page, an episode's sample id to
 the Trajectory page's episode.
 """
@@ -19,7 +20,6 @@ import pandas as pd
 
 from . import cache, frames, inert_markdown
 from .io.files import file_id, read_text
-from .redact import redact_text
 
 FOLDER = "reports"
 MAX_BYTES = 2 << 20
@@ -72,10 +72,11 @@ def _listed_title(path: str, fid) -> str:
 
 
 def read_report(path: str, *, limit: int = MAX_BYTES) -> Report:
-    """The report at `path` (its first 2 MB), secrets hidden; an unreadable one says why."""
+    """The report at `path` (its first 2 MB) as the file says it (`Run.report` is the gated
+    reader); an unreadable one says why."""
     name = os.path.basename(path)[:-3] if path.endswith(".md") else os.path.basename(path)
     try:
-        text = redact_text(read_text(path, limit))
+        text = read_text(path, limit)
     except OSError as e:
         return Report(name, name, error=e.strerror or str(e))
     meta, body = front_matter(text)

@@ -341,6 +341,17 @@ class Run(abc.ABC):
         """The run's reports (`frames.REPORTS`; prime-rl: `reports/*.md`, `rundash_core.reports`)."""
         return frames.empty(frames.REPORTS)
 
+    def report(self, name: str):
+        """One report of `reports()` by name (`reports.Report`: title, front matter, body; an
+        unreadable one says why in `error`), secrets hidden by the gate; KeyError when not listed."""
+        from .reports import read_report
+
+        listing = self.reports()
+        rows = listing[listing["name"] == name]
+        if rows.empty:
+            raise KeyError(f"{self.run_id}: no report {name!r}")
+        return read_report(rows["path"].iloc[0])
+
 
 for _name in GATED:  # the base class's own readers (the defaults) pass the gate too
     setattr(Run, _name, gate_method(getattr(Run, _name)))

@@ -108,7 +108,6 @@ def episodes_to_open(run) -> list[str]:
 # Surfaces -----------------------------------------------------------------------------------------
 def api_text(run) -> str:
     """Everything the library answers about a run, in default (non-reveal) use."""
-    from rundash_core.reports import read_report
     from rundash_core.tokens import episode_token_view
 
     parts = [run.overview(), run.metrics(), run.config(), run.configs(), run.problems(), run.steps(),
@@ -135,8 +134,8 @@ def api_text(run) -> str:
             parts.append(run.read_log([p], tail=100_000))
     reports = run.reports()
     parts.append(reports)
-    for path in reports["path"].astype(str):
-        parts.append(read_report(path))
+    for name in reports["name"].astype(str):
+        parts.append(run.report(name))
     return text_of(*parts)
 
 

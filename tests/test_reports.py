@@ -68,7 +68,8 @@ def test_reports_capability_only_when_a_run_has_some(tmp_path):
 
 def test_safe_markdown_keeps_no_html_no_script_links_no_remote_images(tmp_path):
     run = make_rl_run(tmp_path, "r--m--0123abcd")
-    report = reports.read_report(str(make_report(run, "hostile", HOSTILE)))
+    make_report(run, "hostile", HOSTILE)
+    report = rd.open_run(run).report("hostile")  # the gated reader pages use
     assert report.title == "Hostile <b>report</b>" and report.meta["author"] == "agent"
     md = reports.safe_markdown(report.body, run_id="r1", sample_ids={"abc123def"})
     outside_code = md.split("```")[0] + md.split("```")[2]
@@ -120,3 +121,16 @@ def test_reports_page_escapes_a_hostile_report_and_says_when_there_is_none(tmp_p
     assert len(rendered) == 1 and not rendered[0].proto.allow_html
     assert "&lt;script&gt;" in rendered[0].value and "javascript:" not in rendered[0].value
     assert at.selectbox(key="report").options == ["Hostile <b>report</b>"]  # a label: shown as text
+
+
+def test_a_report_is_read_through_the_gate_by_name(tmp_path):
+    run = make_rl_run(tmp_path, "r--m--0123abcd")
+    secret = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+    make_report(run, "keys", f"---\ntitle: Keys\napi_key: {secret}\n---\n# Keys\nOPENAI_API_KEY={secret}\n")
+    shown = rd.open_run(run).report("keys")
+    assert shown.title == "Keys" and "OPENAI_API_KEY=" in shown.body
+    assert secret not in shown.body and secret not in str(shown.meta)
+    raw = rd.open_run(run, reveal=True).report("keys")  # the notebook opt-in: the file as it says
+    assert secret in raw.body and raw.meta["api_key"] == secret
+    with pytest.raises(KeyError, match="no report 'absent'"):
+        rd.open_run(run).report("absent")
