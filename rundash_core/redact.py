@@ -251,8 +251,9 @@ def _spans(text: str) -> list[tuple[int, int]]:
 
 
 class _Spans(list):
-    """The hidden (start, end) spans, and where the last value hidden to its line's end stops."""
-    eol = -1
+    """The hidden (start, end) spans, where the last value hidden to its line's end stops, and where the
+    last YAML block hidden ends."""
+    eol = block = -1
 
 
 _TOKEN = re.compile(r"[^\s]*+")
@@ -322,7 +323,9 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
         spans.append((v, close))
         return close
     if c in "\r\n#|>" and colon:  # a YAML block: `secrets:` / `key: |` then indented lines
-        return _yaml_block(text, start, v, spans)
+        if v >= spans.block:  # (its lines are scanned as text too: a line continued after a prefix may
+            spans.block = _yaml_block(text, start, v, spans)  # hold a `[secrets]` table; a block inside
+        return v  # a block already hidden is not walked again: linear)
     if text.startswith('"""', v) or text.startswith("'''", v):
         close = text.find(text[v:v + 3], v + 3)
         a, b = v + 3, (close if close >= 0 else n)
@@ -331,20 +334,22 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
         q = _QUOTED.match(text, v)
         a, b, resume = v + 1, q.end() - (q.end() - v > 1 and text[q.end() - 1] == c), q.end()
     else:
-        if colon and v < spans.eol:  # inside a value already hidden to its line's end
-            return v + _TOKEN.match(text, v).end() - v
+        if colon and v < spans.eol:  # inside a value already hidden to its line's end: its words are
+            return v  # still scanned (`Key: OPENAI_API_KEY` names the `Value:` on the next line)
         bare = (_BARE_COLON if colon else _BARE_EQ).match(text, v)
         a, b = v, bare.end()
         while b > a and text[b - 1] in " \t\r":
             b -= 1
         resume = bare.end()
         if colon:  # hidden to the line's end, but names after its first word are still looked at, once
-            spans.eol, resume = bare.end(), _TOKEN.match(text, v).end()
+            resume = _TOKEN.match(text, v).end()
     value = text[a:b]
     if value.strip().lower() in _EMPTY:
         return a
-    if sep.re is _SEP and sep.lastgroup in ("tab", "cell"):
+    if sep.re is _SEP and sep.lastgroup in ("tab", "cell"):  # one cell: what follows it is not hidden
         b = a + len(value.split("\t")[0].split("|")[0].rstrip())
+    elif colon and c not in "\"'":
+        spans.eol = b
     if name.strip("\"'").lower() == "key" and _IDENT.fullmatch(value) and name_kind(value) != PLAIN and \
             (pair := _pair(text, b, spans)) is not None:
         return pair  # `"key": "Authorization", "value": X`: the label stays
@@ -378,10 +383,12 @@ def _lines(text: str, i: int, stop: int):
 
 
 def _yaml_block(text: str, start: int, v: int, spans: list) -> int:
-    """`secrets:` then more-indented lines (or `- item` lines): hide each line's value."""
+    """`secrets:` then more-indented lines (or `- item` lines): hide each line's value (a block
+    scalar's, `key: |` or `>`, is its whole line)."""
     ls = text.rfind("\n", max(0, start - _WINDOW), start) + 1
     prefix = text[ls:start]  # (a log line's prefix before the name: the block is what its line indents)
     alone = not prefix.strip(" \t-\"'")  # else any indented line continues it
+    seps = (":", "- ") if alone and text[v] not in "|>" else ()
     indent, dashed = (len(prefix) - len(prefix.lstrip(" \t"))) if alone else 0, "-" in prefix and alone
     resume = v
     for a, b in _lines(text, v, len(text)):
@@ -392,7 +399,7 @@ def _yaml_block(text: str, start: int, v: int, spans: list) -> int:
             break
         resume = b
         if body and not body.startswith("#"):
-            _hide_line(a + ind, body, (":", "- ") if alone else (), spans)
+            _hide_line(a + ind, body, seps, spans)
     return resume
 
 

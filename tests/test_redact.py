@@ -40,13 +40,14 @@ def test_credential_shaped_values_and_assignments_in_text():
 
 
 def test_search_shows_hidden_values_and_cannot_find_secrets():
-    cfg = {"wandb": {"api_key": SECRET}, "model": {"name": "m"}}
+    """The Config search runs on a gated value (`Run.configs()`, i.e. `redact`): it cannot find a secret."""
+    cfg = redact({"wandb": {"api_key": SECRET}, "model": {"name": "m"}})
     text, lang, hits = search_config(cfg, None)
     assert SECRET not in text and HIDDEN in text and lang == "json"
     pattern, _ = compile_search("SECRET")
     text, _, hits = search_config(cfg, pattern)
     assert hits == 0 and SECRET not in text
-    text, _, hits = search_config(f"--api-key {SECRET}\n", compile_search("api")[0])
+    text, _, hits = search_config(redact(f"--api-key {SECRET}\n"), compile_search("api")[0])
     assert hits == 1 and SECRET not in text
 
 

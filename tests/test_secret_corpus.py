@@ -35,6 +35,37 @@ def test_all_spellings_joined_as_one_block():
     assert [s.syntax for s in SPELLINGS if s.secret in redact_text(line)] == []
 
 
+def test_all_spellings_joined_as_one_error_message():
+    """An episode's `error` (prime-rl: its errors joined as `type: message; type: message`): each
+    spelling follows another on the same line, so what one hides to its line's end runs into the next."""
+    text = "; ".join(f"AuthenticationError: {s.text}" for s in SPELLINGS)
+    out = redact_text(text)
+    assert [f"{s.family}/{s.syntax}" for s in SPELLINGS if s.secret in out] == []
+    assert out.count("\n") == text.count("\n")
+
+
+A, B = "PMH4ZlOx69fyBEzKbKtS4KdA6XVUw1Se", "4vUi6HsIPcGcDXa7mg31rlj4HVYd3qd2"
+
+
+@pytest.mark.parametrize("text", [
+    # a table cell hides its cell only: a name after it on the line is still read (full-width colon, CJK name)
+    f"| api_key | {A} |; AuthenticationError: API_KEY：{B}",
+    f"| api_key | {A} |; AuthenticationError: api_key ： {B}",
+    f"| api_key | {A} |; AuthenticationError: 密码：{B}",
+    f"api_key\t{A}\tactive; err: API_KEY：{B}",
+    # a label inside a value hidden to its line's end still names the `Value:` on the next line
+    f"name: API_KEY\nvalue: {A}; AuthenticationError: Key: OPENAI_API_KEY\nValue: {B}",
+    f"Cookie: sessionid={A}; Key: OPENAI_API_KEY\nValue: {B}",
+    # a `[secrets]` table header on a line that continues a YAML block after a prefix
+    f"Error: - name: HF_TOKEN\n  value: >\n    {A}; AuthenticationError: [secrets]\nopenai = \"{B}\"\n",
+    f"err: api_key:\n  {A}; [secrets]\nserper = \"{B}\"",
+])
+def test_a_secret_after_another_on_the_same_line(text):
+    out = redact_text(text)
+    assert A not in out and B not in out, out
+    assert out.count("\n") == text.count("\n")
+
+
 def _parsed(s):
     """The spelling's parsed form, when its syntax has one."""
     parsers = {"json": json.loads, "python-repr": ast.literal_eval, "toml": tomllib.loads, "yaml": yaml.safe_load,
