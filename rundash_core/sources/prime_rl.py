@@ -324,8 +324,9 @@ class PrimeRLRun(Run):
         from .unreadable import unreadable_problems
         from .prime_rl_lines import bad_line_problems
         from .prime_rl_live import live_problems
+        from .prime_rl_traces import deep_record_problems
 
-        out += bad_line_problems(self.path)  # trace files read so far (samples listed)
+        out += bad_line_problems(self.path) + deep_record_problems(self.path)  # trace records read so far
         out += config_problems(self._resolved_dir(), self.config_files()) + log_problems(self.logs())
         out += chunk_problems(self.path) + live_problems(self.path)
         out += unreadable_problems([self._p("logs"), self._p("reports"), self._p("monitors")], out)
