@@ -273,7 +273,8 @@ class Run(abc.ABC):
         return frames.empty(frames.SAMPLES)
 
     def episode(self, sample_id: str) -> Episode:
-        """The full record of one listed sample; KeyError when the run has no such sample."""
+        """The full record of one listed sample; KeyError when the run has no such sample, RunError
+        (naming the file and why) when its record cannot be read."""
         raise KeyError(f"{self.run_id}: no sample {sample_id!r}")
 
     def live_samples(self) -> pd.DataFrame:

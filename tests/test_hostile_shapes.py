@@ -16,6 +16,7 @@ import rundash_core as rd
 from conftest import DATA, app_pages, copy_run, open_page
 from rundash_core import ai
 from rundash_core.io.files import set_roots
+from rundash_core.present import md_escape
 
 PRIME = DATA / "prime-rl" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 TRACES = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
@@ -115,6 +116,8 @@ def test_a_trace_record_nested_too_deep_opens_what_it_can(tmp_path):
     ep = run.episode(sid[0])
     assert ep.messages  # the transcript is shown
     assert "nested too deep" in (ep.error or ""), ep.error
+    found = [p for p in run.problems() if "nested too deep" in p.what]  # and named on Problems
+    assert [p.path for p in found] == [str(plain)] and f"byte {offset}" in found[0].what, run.problems()
 
 
 def test_a_log_whose_name_is_not_utf8_lists_and_reads(tmp_path):
@@ -201,7 +204,7 @@ def _report(runs: list[str]) -> dict:
             for sid in list(run.samples()["sample_id"])[-2:]:
                 try:
                     run.episode(sid)
-                except KeyError as e:  # the documented refusal of a sample that cannot be read
+                except rd.RunError as e:  # a sample whose record cannot be read: the file named
                     out["episode_refused"] = str(e)
             out["problems"] += [p.path for p in run.problems()]
         except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the test
@@ -247,6 +250,7 @@ def test_unreadable_files_are_named_and_nothing_raises():
     for what, path in tree["closed"].items():
         assert path in rep["problems"], (what, rep["problems"])
     assert rep["status"][tree["runs"][2]] == "unknown"
+    assert tree["closed"]["chunk"] + ": permission denied" in rep["episode_refused"], rep.get("episode_refused")
 
 
 # Pages ---------------------------------------------------------------------------------------------
@@ -259,3 +263,64 @@ def test_every_page_opens_on_hostile_runs(monkeypatch, tmp_path):
             if page.endswith("compare.py"):
                 continue  # Compare's guard is another part of issue 24
             open_page(monkeypatch, root, page, {"run": row["run_id"]})  # asserts no exception element
+
+
+def _trajectory_as_nobody(folder: str, run_id: str, sample_id: str) -> dict:
+    """The Trajectory page on `sample_id`, opened through AppTest by an unprivileged child."""
+    from streamlit.testing.v1 import AppTest
+
+    from conftest import APP
+
+    def page() -> AppTest:
+        at = AppTest.from_file(str(APP), default_timeout=90)
+        at.query_params["run"], at.query_params["sample"] = run_id, sample_id
+        at.run()
+        return at.switch_page("pages/trajectory.py").run()
+
+    os.environ["RUNDASH_DIRS"] = folder
+    os.environ.pop("RUNDASH_ROOTS", None)
+    page()  # as root first: every module the page imports is loaded (the chunk is readable to root)
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(rfd)
+            os.setgid(65534)
+            os.setuid(65534)
+            rd.cache.shared.clear()
+            at = page()
+            out = {"exceptions": [str(e.value) for e in at.exception], "errors": [e.value for e in at.error],
+                   "warnings": [w.value for w in at.warning]}
+            os.write(wfd, json.dumps(out).encode())
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as fh:
+        data = fh.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and data, "the unprivileged child failed"
+    return json.loads(data)
+
+
+def test_the_trajectory_page_names_an_unreadable_episode_file():
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to an unprivileged uid (mode 000 files are checked as nobody)")
+    base, tree = _unreadable_tree()
+    chunk = tree["closed"]["chunk"]
+    try:
+        os.chmod(chunk, 0o644)
+        run = rd.open_run(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(chunk))))))
+        samples = run.samples()
+        sid = samples[samples["locator"].str.contains("00001.jsonl")]["sample_id"].iloc[-1]
+        os.chmod(chunk, 0)
+        shown = _trajectory_as_nobody(os.path.dirname(run.path), run.run_id, sid)
+    finally:
+        for r, ds, _fs in os.walk(base):
+            for x in ds:
+                os.chmod(os.path.join(r, x), 0o755)
+        shutil.rmtree(base)
+    assert shown["exceptions"] == [], shown
+    said = shown["errors"] + shown["warnings"]
+    assert any(md_escape(f"{chunk}: permission denied") in m for m in said), said  # the file, and why

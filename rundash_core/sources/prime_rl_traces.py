@@ -34,7 +34,8 @@ import pandas as pd
 from .. import cache, episode_ids, frames
 from ..io import zst_seekable
 from ..io.jsondepth import DEEP_MARK, is_too_deep, loads_shallow
-from ..io.files import file_id
+from ..io.files import file_id, shown_path
+from ..run import Problem, RunError
 from .prime_rl_episode import _d, _int, _l, _num, to_episode
 from .prime_rl_lines import objects as _objects, read_record_line
 
@@ -321,7 +322,8 @@ def read_annotations(folder: str, trace_id: str, ann: dict) -> list[dict]:
 
 def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sample_id: str) -> frames.Episode:
     """The episode of a listed sample, by its sample id or episode id (`samples`: the listing to
-    find it in; None: `sample_row`)."""
+    find it in; None: `sample_row`). KeyError: no such sample; RunError naming the file: its record
+    cannot be read (the file is named on Problems too)."""
     row = (episode_ids.row(samples, sample_id, run_id) if samples is not None
            else sample_row(run_path, sample_id, run_id))
     sample_id = row["sample_id"]
@@ -341,8 +343,11 @@ def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sampl
             if not is_too_deep(e):
                 raise
             record, cut = loads_shallow(raw)
-    except (OSError, orjson.JSONDecodeError, zst_seekable.SeekableError) as e:
-        raise KeyError(f"{run_id}: sample {sample_id!r} cannot be read ({e})") from e
+    except OSError as e:  # (mode 000, gone, outside the roots): the file is named on Problems too
+        why = (e.strerror or str(e)).lower()
+        raise RunError(f"{run_id}: sample {sample_id} cannot be read: {shown_path(e.filename or plain)}: {why}") from e
+    except (orjson.JSONDecodeError, zst_seekable.SeekableError) as e:
+        raise RunError(f"{run_id}: sample {sample_id} cannot be read: {shown_path(plain)} at byte {offset}: {e}") from e
     if not isinstance(record, dict):
         raise KeyError(f"{run_id}: sample {sample_id!r} is not an episode record")
     folder = traces_dir(run_path)
@@ -351,6 +356,18 @@ def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sampl
             for t in _l(record.get("traces")) if isinstance(t, dict) and isinstance(t.get("id"), str)}
     ep = to_episode(record, row, run_id, anns)
     if cut:
-        ep.error = "; ".join(filter(None, [ep.error, f"{plain}: the record at {offset} is nested too deep "
+        ep.error = "; ".join(filter(None, [ep.error, f"{shown_path(plain)}: the record at {offset} is nested too deep "
                                            f"({cut} part(s) shown as {DEEP_MARK!r})"]))
+        DEEP_RECORDS.setdefault(os.path.realpath(plain), set()).add(offset)
     return ep
+
+
+DEEP_RECORDS: dict[str, set[int]] = {}  # chunk -> offsets of the records opened so far found too deep
+
+
+def deep_record_problems(run_path: str) -> list[Problem]:
+    """The chunks whose records, opened so far, were nested too deep (shown cut, `DEEP_MARK`): the
+    listing reads only the index, so a record is known to be too deep once `episode()` opened it."""
+    root = os.path.realpath(run_path) + os.sep
+    return [Problem(shown_path(path), f"records nested too deep (shown cut; first at byte {min(offsets)})",
+                    len(offsets)) for path, offsets in list(DEEP_RECORDS.items()) if path.startswith(root)]
