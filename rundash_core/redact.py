@@ -9,7 +9,9 @@ and text given to AI analysis. API (there is no "reveal"):
     is_secret_name(name) whether a key, flag, env var, header or dotted path names a secret.
 
 Which NAMES and value shapes are secret: `rundash_core.secret_shapes` (its docstring has the rules);
-this module hides them. Under a secret name the whole value is hidden: a scalar becomes HIDDEN, a
+this module finds them in text and hides them; how far a value of several lines reaches (YAML blocks,
+TOML tables, brackets): `secret_blocks`; the text as a reader sees it (ANSI, escapes, shell quotes),
+which is what is scanned: `reader_view`. Under a secret name the whole value is hidden: a scalar becomes HIDDEN, a
 list or dict keeps its shape with every leaf hidden (`secrets: {a: 1}` -> `{a: HIDDEN}`); None, ""
 and booleans stay (they carry no secret and show that nothing is set).
 
@@ -33,11 +35,12 @@ scan resumes after what it consumed (no region is scanned more than a bounded nu
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 
 from .secret_shapes import (AMBIGUOUS, CMD_PASSWORD, HEX40, PEM_BEGIN, PEM_END, PLAIN, SECRET, SHAPE_PREFIXES,
                             VALUE_SHAPE, aws_shaped, is_commitish_name, literal_trie, looks_credential, name_words)
 from .secret_shapes import is_secret_name, name_kind  # noqa: F401 (API)
+from .secret_blocks import bracket_end, toml_table, yaml_block
+from . import reader_view
 
 HIDDEN = "[hidden]"
 
@@ -139,15 +142,11 @@ _QUOTED = re.compile(r"\"(?:[^\"\\\n]|\\.)*+\"?|'[^'\n]*+'?")
 _BARE_EQ = re.compile(r"[^\s\"',;&}\])]*+")
 _BARE_COLON = re.compile(r"[^\n\"'}\],]*+")
 _CRED_VALUE = re.compile(r"[\"']?(?P<v>[A-Za-z0-9_\-+/.]{16,512}+={0,2})[\"']?(?![A-Za-z0-9_\-+/=.])")
-_BRACKETS = re.compile(r"\"(?:[^\"\\\n]|\\.)*+\"?|'[^'\n]*+'?|[\[\]{}]")
 _CTX_RUN = re.compile(r"(?<![A-Za-z0-9/+])(?:[0-9a-fA-F]{40}|[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])")
 _HEX_LINE = re.compile(r"\n[ \t\"']*+(?P<v>[0-9a-fA-F]{40})[ \t\"',\r]*+(?=\n|\Z)")  # a line that is only a hex key
 _HEX_FIRST = re.compile(_HEX_LINE.pattern[2:])
 _URL_CREDENTIAL = re.compile(r"://[^\s/:@'\"]*+:(?P<v>[^\s/@'\"]++)@")  # scheme://user:password@host
 _COMMIT_BEFORE = re.compile(r"(?i:commit|sha|hash|revision|digest|checksum)[^\n]*+\Z")
-_TRIPLE = re.compile(r"[\w.\"'-]++[ \t]*+=[ \t]*+(?P<q>\"\"\"|''')")
-_TOML_KEY = re.compile(r"[\w.\"'-]++[ \t]*+=")
-_TOML_NEXT_TABLE = re.compile(r"\n[ \t]*+\[")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _EMPTY = frozenset(("", "null", "none", "true", "false", "~", '""', "''"))
 _WINDOW = 256  # how far around a secret-ish word its "line" context reaches
@@ -158,45 +157,8 @@ def redact_text(text: str) -> str:
     line stays a line (the text keeps its newlines). ANSI colour codes are looked through."""
     if not isinstance(text, str):
         text = str(text)
-    seen = None
-    if "\x1b" in text or "\\" in text or "'\n" in text or "'\"'" in text:  # ('\n: pprint's pieces)
-        seen = _seen_through(text)
-    return _apply(text, _spans(text) if seen is None else seen)
-
-
-_VIEW = re.compile(r"(?:\x1b|\\(?:u001[bB]|x1[bB]|033|e))\[[0-9;?]*+[A-Za-z]|(?P<q>['\"])[ \t]*+\n(?:\x1b\[[0-9;]*+m)?(?:\([^)\n]{0,80}+\))?"
-                   r"(?:\x1b\[[0-9;]*+m)?[ \t]*+(?P=q)|'\"'\"'|'\\''|\\u[0-9a-fA-F]{4}|\\++[nt\"']")
-_AS = {"n": "\n", "t": "\t", '"': '"', "'": "'"}
-
-
-def _seen_through(text: str) -> list[tuple[int, int]] | None:
-    """Spans found in the text as a reader sees it: ANSI colour codes dropped, escapes (`\\n`, `\\"`)
-    and shell quotes (`'"'"'`) read, a string literal continued on the next line (pprint, with a Ray
-    prefix) joined; mapped back onto the text. None: the reader sees the text as it is."""
-    view, segs, last = [], [], 0  # segs: (view start, text start, text end of a replaced piece or -1)
-    n = 0
-    for m in _VIEW.finditer(text):
-        view.append(text[last:m.start()])
-        n += m.start() - last
-        g = m.group()
-        k = len(g) - 1  # escapes: k backslashes then a character (an even k is k/2 backslashes and the letter)
-        rep = "" if m.group("q") or g[0] == "\x1b" or "[" in g else "'" if g[0] == "'" else \
-            chr(int(g[2:], 16)) if g[1] == "u" and len(g) == 6 else \
-            "\\" * (k // 2) + (_AS[g[-1]] if k % 2 else g[-1])
-        segs.append((n, m.start(), m.end()))
-        view.append(rep)
-        n += len(rep)
-        segs.append((n, m.end(), -1))
-        last = m.end()
-    if not segs:
-        return None
-    view.append(text[last:])
-    starts = [v for v, _o, _e in segs]
-
-    def at(x: int, end: bool) -> int:
-        v, o, e = segs[k] if (k := bisect_right(starts, x - end) - 1) >= 0 else (0, 0, -1)
-        return (e if end else o) if e >= 0 else o + x - v
-    return [(at(a, False), at(b, True) if b > a else at(a, False)) for a, b in _spans("".join(view))]
+    view = reader_view.read(text) if reader_view.might_differ(text) else None  # scanned once: as it is read
+    return _apply(text, _spans(text) if view is None else view.back(_spans(view.text)))
 
 
 def _spans(text: str) -> list[tuple[int, int]]:
@@ -296,7 +258,7 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
     if kind == SECRET and text[start - 1:start] == "[" and text.startswith("]", end):
         alone = text[text.rfind("\n", max(0, start - 64), start) + 1:start].strip() in ("[", "[[")
         if alone or text.startswith(("]\n", "]]\n"), end):  # a line `[secrets]` / `[[api_keys]]` (or a log's)
-            return _toml_table(text, end, spans, strict=not alone)
+            return toml_table(text, end, spans, strict=not alone)
     if kind == SECRET and (prose := _PROSE.match(text, end)) is not None:  # `the password is X`
         v = prose.group("v").rstrip(".,;:!?)")
         if any(ch.isdigit() for ch in v) and any(ch.isalpha() for ch in v) or looks_credential(v):
@@ -319,12 +281,12 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
             return cred.end()
         return v
     if c in "[{":
-        close = _bracket_end(text, v)
+        close = bracket_end(text, v)
         spans.append((v, close))
         return close
     if c in "\r\n#|>" and colon:  # a YAML block: `secrets:` / `key: |` then indented lines
         if v >= spans.block:  # (its lines are scanned as text too: a line continued after a prefix may
-            spans.block = _yaml_block(text, start, v, spans)  # hold a `[secrets]` table; a block inside
+            spans.block = yaml_block(text, start, v, spans)  # hold a `[secrets]` table; a block inside
         return v  # a block already hidden is not walked again: linear)
     if text.startswith('"""', v) or text.startswith("'''", v):
         close = text.find(text[v:v + 3], v + 3)
@@ -361,84 +323,6 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
 def _netrc_value(text: str, end: int) -> bool:
     w = _TOKEN.match(text, min(len(text), end + 1)).group()
     return not w.isalpha() or len(w) >= 16
-
-
-def _bracket_end(text: str, v: int) -> int:
-    depth = 0
-    for t in _BRACKETS.finditer(text, v):
-        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(t.group(), 0)
-        if depth == 0:
-            return t.end()
-    return len(text)  # never closed: hide to the end rather than show a secret
-
-
-def _lines(text: str, i: int, stop: int):
-    """(start, end) of the lines after the newline at or after i, up to `stop`."""
-    i = text.find("\n", i)
-    while 0 <= i < stop:
-        j = text.find("\n", i + 1, stop)
-        j = stop if j < 0 else j
-        yield i + 1, j
-        i = j
-
-
-def _yaml_block(text: str, start: int, v: int, spans: list) -> int:
-    """`secrets:` then more-indented lines (or `- item` lines): hide each line's value (a block
-    scalar's, `key: |` or `>`, is its whole line)."""
-    ls = text.rfind("\n", max(0, start - _WINDOW), start) + 1
-    prefix = text[ls:start]  # (a log line's prefix before the name: the block is what its line indents)
-    alone = not prefix.strip(" \t-\"'")  # else any indented line continues it
-    seps = (":", "- ") if alone and text[v] not in "|>" else ()
-    indent, dashed = (len(prefix) - len(prefix.lstrip(" \t"))) if alone else 0, "-" in prefix and alone
-    resume = v
-    for a, b in _lines(text, v, len(text)):
-        line = text[a:b].rstrip("\r")
-        body = line.lstrip(" \t")
-        ind = len(line) - len(body)
-        if body and not (ind > indent or (ind == indent and not dashed and body.startswith("- "))):
-            break
-        resume = b
-        if body and not body.startswith("#"):
-            _hide_line(a + ind, body, seps, spans)
-    return resume
-
-
-def _toml_table(text: str, end: int, spans: list, strict: bool) -> int:
-    """Hide each line's value up to the next table (`strict`, after a log line's prefix: while lines
-    are `key = value`)."""
-    nxt = None if strict else _TOML_NEXT_TABLE.search(text, end)  # (strict: a `[table]` line ends it too)
-    stop = nxt.start() if nxt else len(text)
-    skip = -1
-    for a, b in _lines(text, end, stop):
-        if a < skip:  # inside a multi-line string hidden with its key
-            continue
-        line = text[a:b].rstrip("\r")
-        body = line.lstrip(" \t")
-        if strict and not _TOML_KEY.match(body):
-            return end  # (its lines are scanned as text too: a value may open a `"""` string)
-        if body and not body.startswith("#"):
-            v = _TRIPLE.match(text, a + len(line) - len(body))
-            if v is not None:  # `key = """` ... `"""`: every line up to the closing quotes
-                close = text.find(v.group("q"), v.end())
-                skip = close + 3 if close >= 0 else len(text)
-                spans.append((v.end(), close if close >= 0 else skip))
-                continue
-            _hide_line(a + len(line) - len(body), body, ("=",), spans)
-    return end if strict else max(stop, skip)
-
-
-def _hide_line(a: int, body: str, seps: tuple[str, ...], spans: list) -> None:
-    """Hide a line's value: after its first separator (`key: `, `- `, `key = `), else all of it."""
-    cut = 0
-    for s in seps:
-        i = body.find(s)
-        if i >= 0 and (s != "- " or i == 0):
-            cut = i + len(s)
-            break
-    while cut < len(body) and body[cut] in " \t":
-        cut += 1
-    if cut < len(body):
-        spans.append((a + cut, a + len(body)))
 
 
 def _apply(text: str, spans: list[tuple[int, int]]) -> str:
