@@ -118,6 +118,26 @@ def _first_heading(body: str) -> str:
 
 
 # Rendering --------------------------------------------------------------------------------------
+# characters of a report rendered as Markdown: markdown-it's parse costs up to ~12 µs a character
+# on hostile text (200k `[` took 5.6 s; 64k of `[` or `*a` about 1 s, 64 KB of prose 25 ms), so a
+# longer report is shown as escaped plain text, said so, and a rendering is kept per report text
+MAX_MARKDOWN = 64_000
+
+
+def shown_body(body: str, *, run_id: str, sample_ids=()) -> tuple[str, str, str | None]:
+    """What the Reports page shows for a body: ("markdown", `safe_markdown`, None), or for one
+    over MAX_MARKDOWN characters ("text", the body, a note saying why it is plain). Renderings
+    are cached by the body's text and the citable ids (each rerun of the page costs nothing)."""
+    if len(body) > MAX_MARKDOWN:
+        return "text", body, (f"shown as plain text: {len(body):,} characters, over the {MAX_MARKDOWN:,} "
+                              "rendered as Markdown")
+    ids = frozenset(sample_ids)
+    key = ("report-markdown", run_id, len(body), hash(body), hash(ids))
+    md = cache.shared.get_or_create(key, lambda: safe_markdown(body, run_id=run_id, sample_ids=ids),
+                                    size=2 * len(body) + 256)
+    return "markdown", md, None
+
+
 def safe_markdown(body: str, *, run_id: str, sample_ids=()) -> str:
     """The report body as Markdown Streamlit can render without any run-provided HTML, script
     link or remote image (`inert_markdown`), with citations linked (see the module doc)."""

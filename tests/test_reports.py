@@ -134,3 +134,27 @@ def test_a_report_is_read_through_the_gate_by_name(tmp_path):
     assert secret in raw.body and raw.meta["api_key"] == secret
     with pytest.raises(KeyError, match="no report 'absent'"):
         rd.open_run(run).report("absent")
+
+
+def test_a_report_over_the_markdown_budget_is_plain_text_said_so(tmp_path, monkeypatch):
+    import time
+
+    run = make_rl_run(tmp_path / "out", "r--m--0123abcd")
+    make_report(run, "brackets", "# Brackets\n" + "[" * 200_000)  # markdown-it alone: 5.6 s
+    start = time.perf_counter()
+    at = open_page(monkeypatch, tmp_path / "out", "pages/reports.py", {"run": run.name})
+    assert time.perf_counter() - start < 4  # (the whole page: the parse alone took 5.6 s)
+    notes = [c.value for c in at.caption if "shown as plain text" in c.value]
+    assert len(notes) == 1 and "200,011 characters" in notes[0] and "64,000" in notes[0], notes
+    assert ["# Brackets\n" + "[" * 200_000 == c.value for c in at.code].count(True) == 1
+    assert not any("[[[[" in m.value for m in at.markdown)
+
+
+def test_a_report_rendering_is_kept_per_text():
+    body = "# R\nAt step 12 [a](https://example.com) " + "*a" * 1000
+    kind, md, note = reports.shown_body(body, run_id="r1", sample_ids={"abc123def"})
+    assert kind == "markdown" and note is None and "trajectory?run=r1&step=12" in md
+    assert reports.shown_body(body, run_id="r1", sample_ids={"abc123def"})[1] is md  # kept: not rendered again
+    assert reports.shown_body(body + "x", run_id="r1", sample_ids=())[1] is not md  # another text: rendered
+    long = "x" * (reports.MAX_MARKDOWN + 1)
+    assert reports.shown_body(long, run_id="r1")[0:2] == ("text", long)
