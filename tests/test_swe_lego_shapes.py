@@ -20,7 +20,7 @@ import rundash_core as rd
 from conftest import DATA, copy_run
 from rundash_core import frames
 from rundash_core.io import bytetail, files
-from rundash_core.sources import harbor, swe_lego_rl
+from rundash_core.sources import harbor, lego_marks, swe_lego_rl
 
 EXP = "qwen3-8b-swegym-gspo-async-r1"
 
@@ -290,7 +290,7 @@ def test_a_held_marker_line_counts_once_its_bare_newline_comes(tmp_path, monkeyp
 def test_markers_joined_split_repeated_and_huge(tmp_path, monkeypatch):
     """Two val_maps on one CR-redrawn line (the second was lost); 24-digit numbers (broke the
     Int64 frames); lines across read blocks; a validation repeated after a resume (first wins)."""
-    monkeypatch.setattr(swe_lego_rl, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(lego_marks, "CHUNK_BYTES", 64)
     start = "(TaskRunner pid=1) test_gen_batch meta info: {'pad': 0, 'validate': True, 'global_steps': %s}\n"
     end = "(TaskRunner pid=1) step:%d - val-core/unknown/reward/mean@1:0.5 - rollouter/validate_time:%d.5\n"
     lines = ["x" * 200 + "\n",

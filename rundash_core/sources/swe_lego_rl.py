@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import threading
 from collections import Counter
 
@@ -36,27 +35,21 @@ import numpy as np
 import pandas as pd
 
 from .. import cache, episode_ids, frames
-from ..io.bytetail import ByteTail
 from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots
 from ..run import Overview, Problem, utc
 from . import harbor
 from . import harbor_steps, harbor_val
 from .harbor_episode import trial_episode
+from .lego_marks import LogMarks, log_marks  # noqa: F401 (LogMarks: part of this module's surface)
 from .verl import VerlRun
 from .verl_summary import is_log_name, log_digest, stem
 
 KIND = "swe-lego-rl"
 PROBE_BYTES = 16 << 10  # detection searches this much of the head and of the tail (io.verl_ends.FIRST_BYTES)
-CHUNK_BYTES = 16 << 20
 DEFAULT_N = 8
 LOW_COVERAGE = 0.5
 VAL_STAT_PREFIXES = ("val-", "val/")
 
-_MARK = re.compile(rb"harbor_trials|test_gen_batch meta info|validate_time|val_map:")
-# step numbers of at most 18 digits: a wider one is no step (it would not fit the Int64 columns)
-_VAL_MAP = re.compile(rb"val_map:\s*step_(\d{1,18})\s*->\s*train_step\s*(\d{1,18})(?!\d)")
-_VAL_START = re.compile(rb"test_gen_batch meta info:.*'validate':\s*True.*'global_steps':\s*(\d{1,18})(?!\d)")
-_VAL_END = re.compile(rb"step:(\d{1,18})\s*-.*rollouter/validate_time")
 SAMPLE_COLUMNS = tuple(frames.SAMPLES)
 
 
@@ -83,82 +76,6 @@ def find_runs(entries: list[os.DirEntry]) -> list[str]:
         except OSError:
             continue
     return out
-
-
-# What the log says about trials and validations ---------------------------------------------------
-class LogMarks(ByteTail):
-    """The harbor_trials paths and validation markers of one log, read incrementally: a refresh
-    scans only the complete lines appended since (a replaced or rewritten file is read again)."""
-
-    def __init__(self, path: str):
-        super().__init__(path)
-        self._lock = threading.Lock()
-        self._clear()
-
-    def _clear(self) -> None:
-        self.named: dict[str, None] = {}  # exp dirs in order of first appearance
-        self.starts: dict[int, None] = {}  # folder numbers of every validation started
-        self.pairs: dict[int, int] = {}  # folder number -> trainer step (first pairing wins)
-        self.explicit: dict[int, int] = {}  # `val_map:` lines (always win)
-        self.pending: int | None = None
-        self.rollouter = False  # a `rollouter/validate_time` line was seen: fully-async training
-        self._unscanned: bytes | None = None  # a last line handed out without its newline, not yet scanned
-
-    @property
-    def nbytes(self) -> int:
-        return 200 + 100 * (len(self.named) + len(self.starts) + len(self.pairs) + len(self.explicit))
-
-    def refresh(self) -> "LogMarks":
-        with self._lock:
-            while (new := self.read_lines(CHUNK_BYTES)) is not None:
-                if new.reset:
-                    self._clear()
-                if not new.cut:
-                    break
-                if self._unscanned is not None and not new.redo:
-                    self._scan(self._unscanned)  # its newline came next: it was whole (a redo hands it out again)
-                self._scan(new.complete)  # a held last line is scanned once it is known whole
-                self._unscanned = new.lines[len(new.complete):] if new.held else None
-            if self._unscanned is not None and not self._held and not self._redo_due:
-                self._scan(self._unscanned)  # only its newline came since: it was whole
-                self._unscanned = None
-        return self
-
-    def _scan(self, data: bytes) -> None:
-        end = 0
-        for m in _MARK.finditer(data):
-            if m.start() < end:
-                continue  # same line as the previous hit
-            start = data.rfind(b"\n", 0, m.start()) + 1
-            end = data.find(b"\n", m.end())
-            end = len(data) if end < 0 else end
-            self._line(data[start:end])
-
-    def _line(self, line: bytes) -> None:
-        self.rollouter = self.rollouter or b"rollouter/validate_time" in line
-        for d in harbor.named_exp_dirs(line):
-            self.named.setdefault(d, None)
-        for m in _VAL_MAP.finditer(line):  # (a stitched or CR-redrawn line may hold several)
-            self.explicit.setdefault(int(m.group(1)), int(m.group(2)))
-        if (m := _VAL_START.search(line)) is not None:
-            self.pending = int(m.group(1))
-            self.starts.setdefault(self.pending, None)
-        elif (m := _VAL_END.search(line)) is not None and self.pending is not None:
-            self.pairs.setdefault(self.pending, int(m.group(1)))
-            self.pending = None
-
-    def train_step(self, folder: int) -> int | None:
-        return self.explicit.get(folder, self.pairs.get(folder))
-
-    def is_validation(self, folder: int) -> bool:
-        return folder in self.starts or folder in self.explicit
-
-
-def log_marks(path: str) -> LogMarks:
-    marks = cache.shared.get_or_create(("swe-lego-rl-marks", os.path.realpath(path)), lambda: LogMarks(path))
-    marks.refresh()
-    cache.shared.evict()
-    return marks
 
 
 def _unique_ids(trials: pd.DataFrame) -> pd.Series:
