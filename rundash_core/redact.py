@@ -141,6 +141,7 @@ _IDENT = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 _QUOTED = re.compile(r"\"(?:[^\"\\\n]|\\.)*+\"?|'[^'\n]*+'?")
 _BARE_EQ = re.compile(r"[^\s\"',;&}\])]*+")
 _BARE_COLON = re.compile(r"[^\n\"'}\],]*+")
+_BARE_CELL = re.compile(r"[^\n\t|\"'}\],]*+")
 _CRED_VALUE = re.compile(r"[\"']?(?P<v>[A-Za-z0-9_\-+/.]{16,512}+={0,2})[\"']?(?![A-Za-z0-9_\-+/=.])")
 _CTX_RUN = re.compile(r"(?<![A-Za-z0-9/+])(?:[0-9a-fA-F]{40}|[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])")
 _HEX_LINE = re.compile(r"\n[ \t\"']*+(?P<v>[0-9a-fA-F]{40})[ \t\"',\r]*+(?=\n|\Z)")  # a line that is only a hex key
@@ -298,7 +299,8 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
     else:
         if colon and v < spans.eol:  # inside a value already hidden to its line's end: its words are
             return v  # still scanned (`Key: OPENAI_API_KEY` names the `Value:` on the next line)
-        bare = (_BARE_COLON if colon else _BARE_EQ).match(text, v)
+        cell = sep.re is _SEP and sep.lastgroup in ("tab", "cell")  # (one cell: not the rest of the line)
+        bare = (_BARE_CELL if cell else _BARE_COLON if colon else _BARE_EQ).match(text, v)
         a, b = v, bare.end()
         while b > a and text[b - 1] in " \t\r":
             b -= 1
@@ -310,7 +312,7 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
         return a
     if sep.re is _SEP and sep.lastgroup in ("tab", "cell"):  # one cell: what follows it is not hidden
         b = a + len(value.split("\t")[0].split("|")[0].rstrip())
-    elif colon and c not in "\"'":
+    elif colon and c not in "\"'":  # (a value hidden to its line's end)
         spans.eol = b
     if name.strip("\"'").lower() == "key" and _IDENT.fullmatch(value) and name_kind(value) != PLAIN and \
             (pair := _pair(text, b, spans)) is not None:

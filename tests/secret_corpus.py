@@ -1,5 +1,6 @@
 """A corpus of secrets spelled as real runs carry them (configs, command lines, log lines, report
-Markdown, model outputs, tool calls, exception messages): what every redaction test plants.
+Markdown, model outputs, tool calls, exception messages): what every redaction test plants; and the
+timing helpers the redaction tests share (a ratio to a floor timed in the same run).
 
 Each `Spelling` is one way a secret is written; `secret` is the substring that must never appear in
 anything rundash shows. Secrets are generated (a seeded generator, so the corpus is the same on every
@@ -9,8 +10,11 @@ follow gitleaks' rules (config/gitleaks.toml) and detect-secrets' plugins.
 """
 from __future__ import annotations
 
+import gc
 import random
+import re
 import string
+import time
 from dataclasses import dataclass
 
 
@@ -326,3 +330,33 @@ assert len(SPELLINGS) > 120
 assert len({s.secret for s in SPELLINGS}) == len(SPELLINGS)
 assert all(s.secret in s.text and "\n" not in s.secret and len(s.secret) >= 16 for s in SPELLINGS)
 assert not any(a.secret in b.secret for a in SPELLINGS for b in SPELLINGS if a is not b)
+
+
+# timing ---------------------------------------------------------------------------------------------
+def times_floor(fn, floor, rounds: int = 3) -> float:
+    """How many times slower `fn` is than `floor` (a plain pass over the same text), each round timing
+    the two back to back, the best round kept: load on a shared machine slows both alike, so the ratio
+    holds where absolute seconds do not. The collector is off while timing (as `timeit` does)."""
+    best, was_on = float("inf"), gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            floor()
+            t1 = time.perf_counter()
+            fn()
+            t2 = time.perf_counter()
+            best = min(best, (t2 - t1) / max(t1 - t0, 1e-9))
+    finally:
+        if was_on:
+            gc.enable()
+    return best
+
+
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def word_pass(text: str):
+    """The floor for redacting `text`: a regex pass calling Python once per word of it (redaction looks
+    at each candidate word in Python; `text.split()` does no Python work per word)."""
+    return lambda: _WORD.sub(lambda m: m.group(), text)
