@@ -3,7 +3,8 @@
 A secret is what a person reading the text would see, not its bytes: a log line has ANSI colour
 codes between a name and its value, a JSON string or a tool call's arguments spell a line break as
 `\\n`, a quote as `\\"` and a full-width colon as `\\uff1a`, a shell command writes a quote as
-`'"'"'`, and pprint (with a Ray prefix) continues a string literal on the next line. `read(text)`
+`'"'"'`, and pprint (with a Ray prefix) continues a string literal on the next line (in the
+other quotes when the piece holds one). `read(text)`
 gives that view and maps what is found in it back onto the text, so a hidden span covers the
 bytes that spell it. API:
     might_differ(text)  a cheap test: False means the view is the text itself.
@@ -16,8 +17,9 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
-_VIEW = re.compile(r"(?:\x1b|\\(?:u001[bB]|x1[bB]|033|e))\[[0-9;?]*+[A-Za-z]|(?P<q>['\"])[ \t]*+\n(?:\x1b\[[0-9;]*+m)?(?:\([^)\n]{0,80}+\))?"
-                   r"(?:\x1b\[[0-9;]*+m)?[ \t]*+(?P=q)|'\"'\"'|'\\''|\\u[0-9a-fA-F]{4}|\\++[nt\"']")
+_VIEW = re.compile(r"\x1b\[[0-9;?]*+[A-Za-z]|(?P<q>['\"])[ \t]*+\n(?:\x1b\[[0-9;]*+m)?(?:\([^)\n]{0,80}+\))?"
+                   r"(?:\x1b\[[0-9;]*+m)?[ \t]*+['\"]|'\"'\"'|'\\''"
+                   r"|(?P<bs>\\++)(?P<e>(?:u001[bB]|x1[bB]|033|e)\[[0-9;?]*+[A-Za-z]|u[0-9a-fA-F]{4}|[nt\"'])")
 _AS = {"n": "\n", "t": "\t", '"': '"', "'": "'"}
 
 
@@ -49,11 +51,13 @@ def read(text: str) -> View | None:
     for m in _VIEW.finditer(text):
         view.append(text[last:m.start()])
         n += m.start() - last
-        g = m.group()
-        k = len(g) - 1  # escapes: k backslashes then a character (an even k is k/2 backslashes and the letter)
-        rep = "" if m.group("q") or g[0] == "\x1b" or "[" in g else "'" if g[0] == "'" else \
-            chr(int(g[2:], 16)) if g[1] == "u" and len(g) == 6 else \
-            "\\" * (k // 2) + (_AS[g[-1]] if k % 2 else g[-1])
+        g, e = m.group(), m.group("e")
+        if e is None:  # an ANSI code or a pprint continuation is dropped; a shell quote is a quote
+            rep = "" if m.group("q") or g[0] == "\x1b" else "'"
+        else:  # k backslashes, then an escape (odd k: read; even k: k/2 backslashes, then it as written)
+            k = len(m.group("bs"))
+            rep = "\\" * (k // 2) + (e if k % 2 == 0 else "" if "[" in e else chr(int(e[1:], 16)) if e[0] == "u"
+                                      else _AS[e])
         segs.append((n, m.start(), m.end()))
         view.append(rep)
         n += len(rep)

@@ -11,9 +11,11 @@ and text given to AI analysis. API (there is no "reveal"):
 Which NAMES and value shapes are secret: `rundash_core.secret_shapes` (its docstring has the rules);
 this module finds them in text and hides them; how far a value of several lines reaches (YAML blocks,
 TOML tables, brackets): `secret_blocks`; the text as a reader sees it (ANSI, escapes, shell quotes),
-which is what is scanned: `reader_view`. Under a secret name the whole value is hidden: a scalar becomes HIDDEN, a
-list or dict keeps its shape with every leaf hidden (`secrets: {a: 1}` -> `{a: HIDDEN}`); None, ""
-and booleans stay (they carry no secret and show that nothing is set).
+which is what is scanned: `reader_view`.
+
+Under a secret name the whole value is hidden: a scalar becomes HIDDEN, a list or dict keeps its
+shape with every leaf hidden (`secrets: {a: 1}` -> `{a: HIDDEN}`); None, "" and booleans stay (they
+carry no secret and show that nothing is set).
 
 VALUES are hidden by shape anywhere (issuers' shapes: `secret_shapes.VALUE_SHAPE`), the token after
 `Bearer`, PEM `PRIVATE KEY` blocks, the
@@ -158,8 +160,14 @@ def redact_text(text: str) -> str:
     line stays a line (the text keeps its newlines). ANSI colour codes are looked through."""
     if not isinstance(text, str):
         text = str(text)
-    view = reader_view.read(text) if reader_view.might_differ(text) else None  # scanned once: as it is read
-    return _apply(text, _spans(text) if view is None else view.back(_spans(view.text)))
+    views, seen = [], text  # scanned once, as it is read: escapes read up to 3 levels deep (a tool
+    while len(views) < 3 and reader_view.might_differ(seen) and (v := reader_view.read(seen)):  # call's
+        views.append(v)  # JSON arguments inside a JSON record inside a log line)
+        seen = v.text
+    spans = _spans(seen)
+    for v in reversed(views):
+        spans = v.back(spans)
+    return _apply(text, spans)
 
 
 def _spans(text: str) -> list[tuple[int, int]]:

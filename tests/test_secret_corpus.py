@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import pprint
 import tomllib
 
 import pytest
@@ -41,6 +42,26 @@ def test_all_spellings_joined_as_one_error_message():
     out = redact_text(text)
     assert [f"{s.family}/{s.syntax}" for s in SPELLINGS if s.secret in out] == []
     assert out.count("\n") == text.count("\n")
+
+
+ESCAPED = {  # a spelling as a tool call's arguments (a JSON string) inside a record, as a log or a raw view shows it
+    "arguments in a JSON record": lambda t: json.dumps({"arguments": json.dumps({"command": f"echo {t}"})}),
+    "that record as a JSON string": lambda t: json.dumps(json.dumps({"arguments": json.dumps({"command": t})})),
+    "arguments in a Python repr": lambda t: repr({"function": {"arguments": json.dumps({"command": f"echo {t}"})}}),
+    "a repr of a repr": lambda t: repr(repr({"content": f"output: {t}"})),
+    "a verl config print": lambda t: "".join(  # pprint continues a long string on the next (Ray-prefixed) line
+        f"\x1b[36m(TaskRunner pid=4242)\x1b[0m {line}\n"
+        for line in pprint.pformat({"planted": {"note": t, "other": "x" * 90}}, width=60).splitlines()),
+}
+
+
+@pytest.mark.parametrize("form", ESCAPED)
+def test_all_spellings_escaped_twice(form):
+    """Each form as a reader sees it. Escapes are read up to three levels deep (two backslashes then `uff1a` read once are a backslash
+    and `uff1a`, read twice a full-width colon): no spelling shows, raw or JSON-escaped."""
+    shown = [(s.family, s.syntax) for s in SPELLINGS
+             if any(f in redact_text(ESCAPED[form](s.text)) for f in (s.secret, json.dumps(s.secret)[1:-1]))]
+    assert shown == []
 
 
 A, B = "PMH4ZlOx69fyBEzKbKtS4KdA6XVUw1Se", "4vUi6HsIPcGcDXa7mg31rlj4HVYd3qd2"
