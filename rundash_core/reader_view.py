@@ -4,9 +4,9 @@ A secret is what a person reading the text would see, not its bytes: a log line 
 codes between a name and its value, a JSON string or a tool call's arguments spell a line break as
 `\\n`, a quote as `\\"` and a full-width colon as `\\uff1a`, a shell command writes a quote as
 `'"'"'`, and pprint (with a Ray prefix) continues a string literal on the next line (in the
-other quotes when the piece holds one). `read(text)`
-gives that view and maps what is found in it back onto the text, so a hidden span covers the
-bytes that spell it. API:
+other quotes when the piece holds one). `read(text)` gives that view and maps what is found in it
+back onto the text, so a hidden span covers the bytes that spell it; `redact_text` reads a view
+again when it still holds escapes (JSON inside JSON). API:
     might_differ(text)  a cheap test: False means the view is the text itself.
     read(text)          a View (its .text, and .back(spans) -> spans of the original), or None when
                         the view is the text itself.

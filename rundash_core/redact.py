@@ -223,8 +223,8 @@ def _spans(text: str) -> list[tuple[int, int]]:
 
 class _Spans(list):
     """The hidden (start, end) spans, where the last value hidden to its line's end stops, and where the
-    last YAML block hidden ends."""
-    eol = block = -1
+    last YAML block and TOML table hidden end."""
+    eol = block = table = -1
 
 
 _TOKEN = re.compile(r"[^\s]*+")
@@ -267,7 +267,10 @@ def _value(text: str, start: int, end: int, kind: int, spans: list) -> int:
     if kind == SECRET and text[start - 1:start] == "[" and text.startswith("]", end):
         alone = text[text.rfind("\n", max(0, start - 64), start) + 1:start].strip() in ("[", "[[")
         if alone or text.startswith(("]\n", "]]\n"), end):  # a line `[secrets]` / `[[api_keys]]` (or a log's)
-            return toml_table(text, end, spans, strict=not alone)
+            if not alone and end < spans.table:  # a `[secret]` value inside a table already hidden
+                return end  # (walking it again from each such line would be quadratic)
+            resume, spans.table = toml_table(text, end, spans, strict=not alone)
+            return resume
     if kind == SECRET and (prose := _PROSE.match(text, end)) is not None:  # `the password is X`
         v = prose.group("v").rstrip(".,;:!?)")
         if any(ch.isdigit() for ch in v) and any(ch.isalpha() for ch in v) or looks_credential(v):

@@ -7,7 +7,7 @@ block stays as many lines: each line's value is hidden, its key and indent stay 
 `  a: [hidden]`), so a page splitting the text again has the same lines.
     bracket_end(text, v)                    the end of the bracketed value opening at v.
     yaml_block(text, start, v, spans)       the more-indented (or `- item`) lines after a name at start.
-    toml_table(text, end, spans, strict)    a `[secrets]` table's `key = value` lines.
+    toml_table(text, end, spans, strict)    a `[secrets]` table's `key = value` lines (and where they end).
 """
 from __future__ import annotations
 
@@ -61,9 +61,9 @@ def yaml_block(text: str, start: int, v: int, spans: list) -> int:
     return resume
 
 
-def toml_table(text: str, end: int, spans: list, strict: bool) -> int:
+def toml_table(text: str, end: int, spans: list, strict: bool) -> tuple[int, int]:
     """Hide each line's value up to the next table (`strict`, after a log line's prefix: while lines
-    are `key = value`)."""
+    are `key = value`); returns where the scan resumes and where the table's lines end."""
     nxt = None if strict else _TOML_NEXT_TABLE.search(text, end)  # (strict: a `[table]` line ends it too)
     stop = nxt.start() if nxt else len(text)
     skip = -1
@@ -73,7 +73,7 @@ def toml_table(text: str, end: int, spans: list, strict: bool) -> int:
         line = text[a:b].rstrip("\r")
         body = line.lstrip(" \t")
         if strict and not _TOML_KEY.match(body):
-            return end  # (its lines are scanned as text too: a value may open a `"""` string)
+            return end, a  # (its lines are scanned as text too: a value may open a `"""` string)
         if body and not body.startswith("#"):
             v = _TRIPLE.match(text, a + len(line) - len(body))
             if v is not None:  # `key = """` ... `"""`: every line up to the closing quotes
@@ -82,7 +82,7 @@ def toml_table(text: str, end: int, spans: list, strict: bool) -> int:
                 spans.append((v.end(), close if close >= 0 else skip))
                 continue
             _hide_line(a + len(line) - len(body), body, ("=",), spans)
-    return end if strict else max(stop, skip)
+    return (end if strict else max(stop, skip)), max(stop, skip)
 
 
 def _hide_line(a: int, body: str, seps: tuple[str, ...], spans: list) -> None:

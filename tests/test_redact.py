@@ -252,7 +252,7 @@ ADVERSARIAL = [  # each repeated into a whole command.txt: the shapes that made 
     "wandb ", "token" + " " * 50, "api_keys=[", "secrets:\n ", "--api-key --x ", f"aws {AWS_ID} ", "key",
     "-----BEGIN PRIVATE KEY-----", "password: '", "://a:b", "keykeykey_", "[secrets]\n", "A" * 39 + " ",
     "secrets:\n  secrets: |\n", "| api_key | x |", "Cookie: a\nKey: api_key\n", "a: >\n  [secrets]\n",
-    "key\\\\uff1a ", 'token=\\\\\\"x ', "\\\\u001b[1mkey ",
+    "key\\\\uff1a ", 'token=\\\\\\"x ', "\\\\u001b[1mkey ", "a = [secrets]\n", "x: [token]\n",
 ]
 
 
