@@ -1,7 +1,8 @@
 """Odd but possible prime-rl trace folders (spec 5): stream index rows that point at chunks that do
 not exist or past their end, sealed chunks that are truncated or corrupt, garbage in-flight files;
 built from copies of the real samples and checked through the public API (listing, `episode()`,
-`problems()`): a bad record is a KeyError for that episode and a `Problem` naming the file."""
+`problems()`): a bad record is a RunError naming its file for that episode (KeyError is for an id
+the run does not list) and a `Problem` naming the file."""
 from __future__ import annotations
 
 import json
@@ -37,13 +38,15 @@ def _append_index(run: Path, *rows: dict) -> None:
 
 
 def _opened(run) -> tuple[list[str], list[str]]:
-    """(sample ids that open, sample ids that raise KeyError); any other exception fails."""
+    """(sample ids that open, listed sample ids that cannot be read: RunError naming the trace file);
+    any other exception fails."""
     ok, refused = [], []
     for sid in run.samples()["sample_id"]:
         try:
             run.episode(sid)
             ok.append(sid)
-        except KeyError:
+        except rd.RunError as e:
+            assert "/traces/" in str(e) and sid in str(e), e
             refused.append(sid)
     return ok, refused
 

@@ -24,6 +24,10 @@ MAX_RECORD = MAX_LINE  # a longer line (no index row or trace is this long) is s
 MAX_SKIPPED = 20
 
 
+class TornRecord(KeyError):
+    """The line at a record's offset has no newline yet (a torn or cut-short chunk)."""
+
+
 def read_record_line(plain: str, offset: int, length: int = 0) -> bytes:
     """The record line at `offset` of a chunk: the plain file by byte seek when it exists (a torn
     last line, with no newline yet, is refused), else the sealed file through its seek table."""
@@ -38,7 +42,7 @@ def read_record_line(plain: str, offset: int, length: int = 0) -> bytes:
             if b"\n" not in data:
                 data += _read_to_newline(fh)
             if b"\n" not in data:
-                raise KeyError(f"{plain}: the line at {offset} is not complete yet")
+                raise TornRecord(f"{plain}: the line at {offset} is not complete yet")
             return data[:data.index(b"\n")]
     try:
         return zst_seekable.read_line(plain + ".zst", offset)  # sealed (also: sealed since listing)

@@ -37,7 +37,7 @@ from ..io.jsondepth import DEEP_MARK, is_too_deep, loads_shallow
 from ..io.files import file_id, shown_path
 from ..run import Problem, RunError
 from .prime_rl_episode import _d, _int, _l, _num, to_episode
-from .prime_rl_lines import objects as _objects, read_record_line
+from .prime_rl_lines import TornRecord, objects as _objects, read_record_line
 
 TRACES = ("monitors", "file", "traces")
 PRODUCER_ORDER = ("orch", "trainer")  # folding order across producers (ship facts, then trainer values)
@@ -348,6 +348,9 @@ def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sampl
         raise RunError(f"{run_id}: sample {sample_id} cannot be read: {shown_path(e.filename or plain)}: {why}") from e
     except (orjson.JSONDecodeError, zst_seekable.SeekableError) as e:
         raise RunError(f"{run_id}: sample {sample_id} cannot be read: {shown_path(plain)} at byte {offset}: {e}") from e
+    except TornRecord as e:
+        raise RunError(f"{run_id}: sample {sample_id} cannot be read: {shown_path(plain)}: the line at byte {offset} "
+                       "is not complete (cut short, or still being written)") from e
     if not isinstance(record, dict):
         raise KeyError(f"{run_id}: sample {sample_id!r} is not an episode record")
     folder = traces_dir(run_path)
