@@ -212,18 +212,18 @@ def _report(runs: list[str]) -> dict:
     return out
 
 
-def _as_nobody(runs: list[str]) -> dict:
-    _report([str(PRIME), str(TRACES), str(DATA / "verl" / "dq_math.log"), str(DATA / "lego" / "logs" / LEGO_LOG),
-             str(DATA / "relax" / "relax-run")])  # import lazily loaded modules as root
+def _in_child_as_nobody(work) -> dict:
+    """`work()` (a JSON-able dict) run in a forked child that dropped to uid/gid 65534 (mode 000 files are
+    unreadable to it, unlike to root); the child ends with os._exit, no pytest teardown."""
     rfd, wfd = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: no pytest teardown, only os._exit
+    if pid == 0:
         code = 0
         try:
             os.close(rfd)
             os.setgid(65534)
             os.setuid(65534)
-            os.write(wfd, json.dumps(_report(runs)).encode())
+            os.write(wfd, json.dumps(work()).encode())
         except BaseException:  # noqa: BLE001
             code = 1
         os._exit(code)
@@ -233,6 +233,12 @@ def _as_nobody(runs: list[str]) -> dict:
     _, status = os.waitpid(pid, 0)
     assert status == 0 and data, "the unprivileged child failed"
     return json.loads(data)
+
+
+def _as_nobody(runs: list[str]) -> dict:
+    _report([str(PRIME), str(TRACES), str(DATA / "verl" / "dq_math.log"), str(DATA / "lego" / "logs" / LEGO_LOG),
+             str(DATA / "relax" / "relax-run")])  # import lazily loaded modules as root
+    return _in_child_as_nobody(lambda: _report(runs))
 
 
 def test_unreadable_files_are_named_and_nothing_raises():
@@ -260,8 +266,6 @@ def test_every_page_opens_on_hostile_runs(monkeypatch, tmp_path):
     chosen = [df[df["kind"] == "prime-rl"].iloc[0], df[df["path"].str.endswith("verl/bad\\xff.log")].iloc[0]]
     for row in chosen:
         for page in app_pages():
-            if page.endswith("compare.py"):
-                continue  # Compare's guard is another part of issue 24
             open_page(monkeypatch, root, page, {"run": row["run_id"]})  # asserts no exception element
 
 
@@ -280,28 +284,14 @@ def _trajectory_as_nobody(folder: str, run_id: str, sample_id: str) -> dict:
     os.environ["RUNDASH_DIRS"] = folder
     os.environ.pop("RUNDASH_ROOTS", None)
     page()  # as root first: every module the page imports is loaded (the chunk is readable to root)
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(rfd)
-            os.setgid(65534)
-            os.setuid(65534)
-            rd.cache.shared.clear()
-            at = page()
-            out = {"exceptions": [str(e.value) for e in at.exception], "errors": [e.value for e in at.error],
-                   "warnings": [w.value for w in at.warning]}
-            os.write(wfd, json.dumps(out).encode())
-        except BaseException:  # noqa: BLE001
-            code = 1
-        os._exit(code)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as fh:
-        data = fh.read()
-    _, status = os.waitpid(pid, 0)
-    assert status == 0 and data, "the unprivileged child failed"
-    return json.loads(data)
+
+    def shown() -> dict:
+        rd.cache.shared.clear()
+        at = page()
+        return {"exceptions": [str(e.value) for e in at.exception], "errors": [e.value for e in at.error],
+                "warnings": [w.value for w in at.warning]}
+
+    return _in_child_as_nobody(shown)
 
 
 def test_the_trajectory_page_names_an_unreadable_episode_file():
