@@ -26,11 +26,11 @@ if report.error:
     st.stop()
 st.caption(f"{_ui.md_code(row['name'] + '.md')} · updated {format_time(row['updated'])}")
 ids = rp.episode_ids(run.samples()) if "samples" in run.capabilities else set()
-kind, shown, note = rp.shown_body(report.body, run_id=run.run_id, sample_ids=ids)
+shown_as, shown, note = rp.shown_body(report.body, run_id=run.run_id, sample_ids=ids)
 if note:
     st.caption(_ui.md_escape(note))
 with st.container(border=True):
-    if kind == "markdown":
+    if shown_as == "markdown":
         st.markdown(shown)
     else:
         st.code(shown, language=None, wrap_lines=True)
