@@ -7,7 +7,7 @@ same directory share it.
 
 Every kind answers every method with frames of one schema (`rundash_core.frames`), empty where it
 has no such data, and says in `capabilities` what it offers: pages ask that, never `kind`. A new
-source subclasses `Run`, registers in `rundash_core.sources`, and passes `tests/test_contract.py`.
+source subclasses `Run`, registers in `rundash_core.sources`, and passes `tests/unit/test_contract.py`.
 """
 from __future__ import annotations
 

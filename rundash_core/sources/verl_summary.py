@@ -150,7 +150,7 @@ _ENTRY_BYTES = 800  # a cached (fingerprint, Digest): the tuples, dataclasses, i
 
 def entry_size(strings) -> int:
     """The cache size of a (fingerprint, Digest) entry without a deep walk: a fixed part plus the
-    strings it holds (`tests/test_cache.py` checks it against `_deep_size`)."""
+    strings it holds (`tests/unit/test_cache.py` checks it against `_deep_size`)."""
     return _ENTRY_BYTES + sum(sys.getsizeof(s) + 8 for s in strings if s is not None)
 
 

@@ -1,0 +1,316 @@
+"""Adversarial review of the launcher (instances file, ports, hosts, roots, a server dying at start,
+SIGTERM) and of report rendering (links, images and raw HTML Markdown would still read, code
+detection, citations in URLs, front matter, the listing cache)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from helpers import NEW_RUN, copy_run, make_rl_run
+from rundash_core import instances, launch, reports
+from test_cli import _free_port, _plan
+from rundash_core.io import files
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("RUNDASH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("RUNDASH_DIRS", raising=False)
+    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
+
+
+def _ipv6() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+# Launcher -------------------------------------------------------------------------------------
+def test_a_garbled_instances_file_or_a_directory_in_its_place_never_stops_a_launch(tmp_path):
+    out = str(copy_run(NEW_RUN, tmp_path / "outputs").parent)
+    path = instances.instances_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps([{"pid": os.getpid(), "url": "u", "dirs": [1, 2]},  # not paths
+                                {"pid": True, "url": "http://localhost:8519/", "dirs": []}]))  # pid 1
+    assert instances.serving([out]) is None and instances.serving([]) is None
+    assert instances.live() == []
+    path.unlink()
+    path.mkdir()  # a directory where the file should be
+    assert instances.live() == [] and instances.serving([out]) is None
+    instances.record(os.getpid(), "http://localhost:8518/", [out])
+    instances.remove(os.getpid())
+    assert _plan([out]).port is not None
+    assert sorted(p.name for p in path.parent.iterdir()) == ["instances.json", "instances.lock"]  # no tmp left
+
+
+def test_launchers_recording_at_once_lose_no_entry(tmp_path):
+    code = ("import os, sys; from rundash_core import instances; "
+            "instances.record(os.getpid(), f'http://localhost:{os.getpid()}/', ['/d']); sys.stdin.read()")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, env=os.environ.copy())
+             for _ in range(6)]
+    try:
+        deadline = time.time() + 60
+        while len(instances.live()) < len(procs) and time.time() < deadline:
+            time.sleep(0.2)
+        assert sorted(e["pid"] for e in instances.live()) == sorted(p.pid for p in procs)
+    finally:
+        for p in procs:
+            p.stdin.close()
+            p.wait()
+    assert instances.live() == []  # gone with their processes
+
+
+def test_a_dead_servers_pid_reused_by_another_process_is_not_reported(tmp_path):
+    out = str(tmp_path)
+    other = subprocess.Popen(["sleep", "60"])  # not rundash: it took the number of a server that died
+    try:
+        path = instances.instances_path()
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps([{"pid": other.pid, "url": "http://localhost:8517/", "dirs": [out],
+                                     "started": time.time() - 3600}]))
+        assert instances.serving([out]) is None
+        assert json.loads(path.read_text()) == []
+        instances.record(other.pid, "http://localhost:8517/", [out])  # recorded as it starts: its own
+        assert instances.serving([out])["pid"] == other.pid
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_port_a_recorded_server_has_not_bound_yet_is_not_chosen_again():
+    port = _free_port()
+    assert instances.free_port(ports=(port, port)) == port
+    instances.record(os.getpid(), f"http://localhost:{port}/", ["/somewhere"])  # starting, not bound yet
+    assert instances.free_port(ports=(port, port)) is None
+
+
+@pytest.mark.skipif(not _ipv6(), reason="no IPv6 on this machine")
+def test_ports_and_urls_on_ipv6():
+    port = _free_port()
+    with socket.socket(socket.AF_INET6) as s:  # a server on [::] only takes the port for Streamlit too
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("::", port))
+        s.listen()
+        assert not instances.port_free(port) and instances.free_port(ports=(port, port)) is None
+        assert instances.port_free(port, "127.0.0.1")
+    plan = _plan(["--host", "::1", "--yes"], cwd="/nonexistent")
+    assert 8501 <= plan.port <= 8520 and plan.local_url == f"http://[::1]:{plan.port}/"
+
+
+def test_a_port_taken_while_the_guided_start_asks_is_chosen_again(tmp_path, monkeypatch, capsys):
+    copy_run(NEW_RUN, tmp_path / "outputs")
+    monkeypatch.chdir(tmp_path)
+    started, held = [], socket.socket()
+
+    def answer(prompt):  # meanwhile someone else starts a server on the planned port
+        held.bind(("0.0.0.0", instances.free_port()))
+        held.listen()
+        return "y"
+
+    real_confirm = launch.confirm
+    monkeypatch.setattr(launch, "confirm", lambda: real_confirm(answer))  # the question, answered by `answer`
+    monkeypatch.setattr(launch, "serve", lambda plan: started.append(plan.port) or 0)
+    with held:
+        assert launch.main([]) == 0
+        assert started and started[0] != held.getsockname()[1] and instances.port_free(started[0])
+    assert "taken meanwhile" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs to switch to a uid without a name")
+def test_the_forward_command_for_a_user_without_a_name():
+    import encodings.idna  # noqa: F401 - loaded before the switch (the interpreter's files may not be
+    import pwd  # noqa: F401 - readable by that uid)
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a container's bare uid: no passwd entry, no USER
+        try:
+            for k in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+                os.environ.pop(k, None)
+            os.setuid(54321)
+            os.write(write, launch.forward_command(8501).encode())
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            os.write(write, f"failed: {e!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as f:
+        text = f.read()
+    assert text.startswith("ssh -N -L 8501:127.0.0.1:8501 ") and "failed" not in text, text  # the default host
+
+
+def test_an_unknown_host_is_named_not_blamed_on_the_ports():
+    with pytest.raises(ValueError, match="--host no-such-host.invalid"):
+        _plan(["--host", "no-such-host.invalid", "--yes"], cwd="/nonexistent")
+
+
+def test_base_path_forms():
+    assert [launch.parse_base_path(p) for p in ("x", "/x/", "//x", "/a/b/")] == ["/x", "/x", "/x", "/a/b"]
+    for bad in ("/a\nb", "/a\tb", "/a<b>", '/a"b', "/x/../y", "a//b", "/ a"):
+        with pytest.raises(ValueError):
+            launch.parse_base_path(bad)
+
+
+def test_rundash_roots_from_the_environment_are_enforced_and_passed_on_absolute(tmp_path, monkeypatch):
+    (tmp_path / "data" / "runs").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RUNDASH_ROOTS", os.pathsep.join(["", "data", " "]))  # relative, empty entries
+    plan = _plan([str(tmp_path / "data" / "runs")])
+    assert plan.roots == [str(tmp_path / "data")]
+    assert plan.environment()["RUNDASH_ROOTS"] == str(tmp_path / "data")  # the server runs in app.py's folder
+    with pytest.raises(ValueError, match="outside the allowed roots"):
+        _plan([str(tmp_path / "elsewhere")])
+    with pytest.raises(ValueError, match="empty path"):
+        _plan([str(tmp_path / "data" / "runs"), "--roots", ""])  # not silently the current folder
+    monkeypatch.setenv("RUNDASH_ROOTS", str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="RUNDASH_ROOTS .*missing: no such directory"):
+        _plan([str(tmp_path / "data" / "runs")])
+
+
+def test_a_server_that_dies_at_start_says_so_with_its_last_lines(tmp_path, capsys):
+    out = copy_run(NEW_RUN, tmp_path / "outputs").parent
+    plan = _plan([str(out), "--host", "127.0.0.1", "--port", str(_free_port())])
+    with socket.socket() as s:  # taken after the plan was made: Streamlit cannot bind it
+        s.bind(("127.0.0.1", plan.port))
+        s.listen()
+        code = launch.serve(plan)
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "the server stopped before it answered" in err and f"Port {plan.port} is not available" in err
+    assert instances.live() == []
+
+
+def test_sigterm_stops_the_server_and_leaves_no_instance_entry(tmp_path):
+    out, cache = copy_run(NEW_RUN, tmp_path / "outputs").parent, tmp_path / "cache"
+    env = {**os.environ, "RUNDASH_CACHE_DIR": str(cache)}
+    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.cli", str(out), "--host", "127.0.0.1",
+                             "--port", str(_free_port())], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        for line in proc.stdout:
+            if "rundash is serving" in line or time.time() > deadline:
+                break
+        [entry] = json.loads((cache / "instances.json").read_text())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert json.loads((cache / "instances.json").read_text()) == []
+        deadline = time.time() + 10
+        while instances.pid_alive(entry["pid"]) and time.time() < deadline:
+            time.sleep(0.2)
+        assert not Path(f"/proc/{entry['pid']}").exists() or "zombie" in Path(f"/proc/{entry['pid']}/status").read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# Reports --------------------------------------------------------------------------------------
+HOSTILE = {
+    "link across lines": "[click](\njavascript:alert(1))",
+    "label across lines": "[cl\nick](javascript:alert(1))",
+    "link with a (title)": "[x](javascript:alert(1) (title))",
+    "nested parentheses": "[x](javascript:alert((1)))",
+    "reference on the next line": "[r]:\njavascript:alert(4)\n\n[x][r]",
+    "reference with an escaped ]": "[a\\]b]: javascript:alert(4)\n\n[x][a\\]b]",
+    "reference image": "![alt][r]\n\n[r]: https://tracker.example/p.png",
+    "shortcut image": "![r]\n\n[r]: https://tracker.example/p.png",
+    "indented paragraph continuation": "text\n    <script>alert(1)</script>",
+    "indented line in a list": "- item\n\n    <img src=x onerror=alert(1)>",
+    "escaped backticks": "\\`<img src=x onerror=alert(1)>\\`",
+    "code span opened a line above": "`a\nb` <img src=x onerror=alert(1)> `c`",
+    "not a fence (backtick in info)": "```a`b\n<img src=x onerror=alert(1)>",
+    "fence ended with its list item": "- a\n\n  ```\n<img src=x onerror=alert(1)>\n```",
+    "entity-encoded scheme": "[x](&#106;avascript:alert(1))",
+    "mixed case": "[x](JaVaScRiPt:alert(1)) [y](VBScript:msgbox(1)) [z](data:text/html,x)",
+    "autolink": "<javascript:alert(1)>",
+    "tab in the scheme": "[x](java\tscript:alert(1)) [y](<java\tscript:alert(1)>)",
+    "entities for tags": "&lt;script&gt;alert(1)&lt;/script&gt; &#x3C;img src=x onerror=alert(1)&#x3E;",
+}
+
+
+def _html(md: str) -> str:
+    """How a CommonMark renderer reads the Markdown, with raw HTML on and every link target kept
+    (Streamlit sanitizes too; this checks that the Markdown itself is safe)."""
+    markdown_it = pytest.importorskip("markdown_it")
+    renderer = markdown_it.MarkdownIt("commonmark", {"html": True})
+    renderer.validateLink = lambda url: True
+    return renderer.render(md)
+
+
+@pytest.mark.parametrize("source", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_markdown_reads_no_html_script_link_or_image_from_a_report(source):
+    html = _html(reports.safe_markdown(source, run_id="r", sample_ids={"abc123def"}))
+    assert not re.findall(r"<(?:script|img)\b", html), html
+    assert all(u.startswith(("https://", "http://", "mailto:", "#", "trajectory?", "metrics?"))
+               for u in re.findall(r'href="([^"]*)"', html)), html
+
+
+def test_what_is_safe_still_renders_as_written():
+    body = ("Intro `<think>` tag and ``a`b`` code.\n\n```python\nx = '<b>'\n```\n\n    indented <code>\n\n"
+            "[a](https://en.wikipedia.org/wiki/A_(b)) [rel](docs/x.md) [ok](\nhttps://x.com)\n\n"
+            "[r]:\n  https://y.com\n")
+    html = _html(reports.safe_markdown(body, run_id="r"))
+    assert "<code>&lt;think&gt;</code>" in html and "<code>a`b</code>" in html
+    assert "x = '&lt;b&gt;'" in html and "indented &lt;code&gt;" in html  # code shows the text as written
+    assert 'href="https://en.wikipedia.org/wiki/A_(b)"' in html and 'href="docs/x.md"' in html
+    assert 'href="https://x.com"' in html
+
+
+def test_citations_skip_bare_urls_and_ids_that_read_as_words_or_numbers():
+    md = reports.safe_markdown("see https://x.com/step_12/abc123def then step 4 and abc123def",
+                               run_id="r", sample_ids={"abc123def"})
+    assert "https://x.com/step_12/abc123def then" in md
+    assert "[step 4](trajectory?run=r&step=4)" in md and "[abc123def](trajectory?run=r&sample=abc123def)" in md
+    ids = reports.episode_ids(pd.DataFrame({"sample_id": ["answer", "1000000", "12-train-3", "ab1"]}))
+    assert ids == {"12-train-3"}
+
+
+def test_front_matter_block_titles_and_huge_titles(tmp_path):
+    assert reports.front_matter("---\ntitle: >\n  Folded\n  title\nauthor: a\n---\nbody")[0] == {
+        "title": "Folded title", "author": "a"}
+    run = make_rl_run(tmp_path, "r--m--0123abcd")
+    (run / "reports").mkdir()
+    (run / "reports" / "huge.md").write_text("---\ntitle: " + "T" * 100_000 + "\n---\nbody\n")
+    title = reports.read_report(str(run / "reports" / "huge.md")).title
+    assert 0 < len(title) <= reports.MAX_TITLE and title.startswith("TTT")
+
+
+def test_the_listing_reads_a_report_once_per_file_version(tmp_path):
+    run = make_rl_run(tmp_path, "r--m--0123abcd")
+    (run / "reports").mkdir()
+    path = run / "reports" / "a.md"
+    path.write_text("# First title\n")
+    assert reports.list_reports(str(run))["title"].tolist() == ["First title"]
+    st = path.stat()
+    path.write_text("# Other title\n")  # same size and mtime: the same version as far as stat tells
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert reports.list_reports(str(run))["title"].tolist() == ["First title"]  # from the cache
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert reports.list_reports(str(run))["title"].tolist() == ["Other title"]
+
+
+def test_a_report_linked_out_of_the_roots_is_not_listed(tmp_path):
+    run = make_rl_run(tmp_path / "root", "r--m--0123abcd")
+    (tmp_path / "secret.md").write_text("# Secret\n")
+    (run / "reports").mkdir()
+    (run / "reports" / "in.md").write_text("# In\n")
+    (run / "reports" / "out.md").symlink_to(tmp_path / "secret.md")
+    files.set_roots([tmp_path / "root"])
+    assert reports.list_reports(str(run))["name"].tolist() == ["in"]

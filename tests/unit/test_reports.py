@@ -1,0 +1,160 @@
+"""Run reports (`reports/*.md`): listing, front matter, safe Markdown with linked citations, and the
+Reports page."""
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+import rundash_core as rd
+from rundash_core import frames, reports
+
+from helpers import NEW_RUN, make_rl_run, open_page
+
+HOSTILE = """---
+title: "Hostile <b>report</b>"
+author: agent
+---
+
+# Findings
+
+<script>alert(1)</script> and <img src=x onerror=alert(2)> inline.
+
+[click](javascript:alert(3)) [data](data:text/html;base64,PHNjcmlwdD4=) [fine](https://example.com/a_(b))
+![pixel](https://tracker.example/p.png) [ref link][r] see step 12 and Step 7, not steps12.
+
+[r]: javascript:alert(4)
+
+`<b>code span</b>` and
+
+```html
+<script>kept as code</script> step 3
+```
+
+key: OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz0123456789
+"""
+
+
+def make_report(run, name: str, text: str):
+    folder = run / "reports"
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.md").write_text(text)
+    return folder / f"{name}.md"
+
+
+def test_front_matter_and_titles(tmp_path):
+    assert reports.front_matter("---\ntitle: 'A: b'\nn: 3\n  nested: x\n---\nbody\n") == ({"title": "A: b", "n": "3"}, "body\n")
+    assert reports.front_matter("---\ntitle: never closed\n") == ({}, "---\ntitle: never closed\n")
+    run = make_rl_run(tmp_path, "r--m--0123abcd")
+    make_report(run, "b-heading", "intro\n\n## From the heading\n")
+    make_report(run, "a-front", "---\ntitle: From   front matter\n---\n# Other\n")
+    make_report(run, "c-bare", "no title at all\n")
+    (run / "reports" / "notes.txt").write_text("not a report")
+    listing = rd.open_run(run).reports()
+    assert frames.check(listing, frames.REPORTS) == []
+    assert dict(zip(listing["name"], listing["title"])) == {
+        "a-front": "From front matter", "b-heading": "From the heading", "c-bare": "c-bare"}
+
+
+def test_reports_capability_only_when_a_run_has_some(tmp_path):
+    run = make_rl_run(tmp_path, "r--m--0123abcd")
+    assert "reports" not in rd.open_run(run).capabilities and rd.open_run(run).reports().empty
+    make_report(run, "r", "# R\n")
+    assert "reports" in rd.open_run(run).capabilities and "reports" in rd.CAPABILITIES
+    verl = rd.open_run(NEW_RUN.parent.parent / "verl" / "dq_math.log")
+    assert "reports" not in verl.capabilities and frames.check(verl.reports(), frames.REPORTS) == []
+
+
+def test_safe_markdown_keeps_no_html_no_script_links_no_remote_images(tmp_path):
+    run = make_rl_run(tmp_path, "r--m--0123abcd")
+    make_report(run, "hostile", HOSTILE)
+    report = rd.open_run(run).report("hostile")  # the gated reader pages use
+    assert report.title == "Hostile <b>report</b>" and report.meta["author"] == "agent"
+    md = reports.safe_markdown(report.body, run_id="r1", sample_ids={"abc123def"})
+    outside_code = md.split("```")[0] + md.split("```")[2]
+    assert "<script" not in outside_code and "<img" not in outside_code
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md and "&lt;img src=x onerror=alert(2)&gt;" in md
+    assert "javascript:" not in md and "data:text" not in md
+    assert "click" in md and "[fine](https://example.com/a_(b))" in md
+    assert "tracker.example/p.png" in md and "![" not in md  # an image is only a link
+    assert "`<b>code span</b>`" in md and "<script>kept as code</script> step 3" in md  # code is shown literally
+    assert "sk-abcdefghijklmnopqrstuvwxyz0123456789" not in md  # secrets hidden
+
+
+def _links(md: str) -> dict[str, list[str]]:
+    import re
+
+    return {label: url for label, url in re.findall(r"\[([^\]]+)\]\(([^)\s]+)\)", md)}
+
+
+def test_citations_link_steps_and_episodes():
+    md = reports.safe_markdown("At step 12 (Step 7) episode abc123def failed; abc123 is not one. stepping 5.",
+                               run_id="run/x", sample_ids={"abc123def", "zzz999zzz"})
+    links = _links(md)
+    traj = urlparse(links["step 12"])
+    assert traj.path == "trajectory" and parse_qs(traj.query) == {"run": ["run/x"], "step": ["12"]}
+    assert parse_qs(urlparse(links["Step 7"]).query)["step"] == ["7"]
+    metrics = [u for label, u in __import__("re").findall(r"\[(metrics)\]\(([^)]+)\)", md)]
+    assert len(metrics) == 2 and all(urlparse(u).path == "metrics" for u in metrics)
+    assert parse_qs(urlparse(links["abc123def"]).query) == {"run": ["run/x"], "sample": ["abc123def"]}
+    assert "abc123 is" in md and "stepping 5" in md  # no citation made up
+
+
+def test_reports_page_renders_the_demo_report(demo_runs, monkeypatch):
+    folder, runs = demo_runs
+    with_reports = [r for r in runs["run_id"] if "reports" in rd.open_run(runs.set_index("run_id").loc[r, "path"]).capabilities]
+    assert with_reports
+    at = open_page(monkeypatch, folder, "pages/reports.py", {"run": with_reports[0]})
+    body = [m for m in at.markdown if "trajectory?run=" in m.value]
+    assert body and all(not m.proto.allow_html for m in at.markdown if "trajectory?" in m.value)
+    assert at.query_params.get("report") or at.selectbox(key="report").value
+
+
+def test_reports_page_escapes_a_hostile_report_and_says_when_there_is_none(tmp_path, monkeypatch):
+    run = make_rl_run(tmp_path / "out", "r--m--0123abcd", rows=[{"step": 0, "time": 1.0, "producer": "trainer", "loss": 1.0}])
+    at = open_page(monkeypatch, tmp_path / "out", "pages/reports.py", {"run": run.name})
+    assert any("no reports" in m.value for m in [*at.markdown, *at.info])
+    make_report(run, "hostile", HOSTILE)
+    at = open_page(monkeypatch, tmp_path / "out", "pages/reports.py", {"run": run.name})
+    rendered = [m for m in at.markdown if "Findings" in m.value]
+    assert len(rendered) == 1 and not rendered[0].proto.allow_html
+    assert "&lt;script&gt;" in rendered[0].value and "javascript:" not in rendered[0].value
+    assert at.selectbox(key="report").options == ["Hostile <b>report</b>"]  # a label: shown as text
+
+
+def test_a_report_is_read_through_the_gate_by_name(tmp_path):
+    run = make_rl_run(tmp_path, "r--m--0123abcd")
+    secret = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+    make_report(run, "keys", f"---\ntitle: Keys\napi_key: {secret}\n---\n# Keys\nOPENAI_API_KEY={secret}\n")
+    shown = rd.open_run(run).report("keys")
+    assert shown.title == "Keys" and "OPENAI_API_KEY=" in shown.body
+    assert secret not in shown.body and secret not in str(shown.meta)
+    raw = rd.open_run(run, reveal=True).report("keys")  # the notebook opt-in: the file as it says
+    assert secret in raw.body and raw.meta["api_key"] == secret
+    with pytest.raises(KeyError, match="no report 'absent'"):
+        rd.open_run(run).report("absent")
+
+
+def test_a_report_over_the_markdown_budget_is_plain_text_said_so(tmp_path, monkeypatch):
+    import time
+
+    run = make_rl_run(tmp_path / "out", "r--m--0123abcd")
+    make_report(run, "brackets", "# Brackets\n" + "[" * 200_000)  # markdown-it alone: 5.6 s
+    start = time.perf_counter()
+    at = open_page(monkeypatch, tmp_path / "out", "pages/reports.py", {"run": run.name})
+    assert time.perf_counter() - start < 4  # (the whole page: the parse alone took 5.6 s)
+    notes = [c.value for c in at.caption if "shown as plain text" in c.value]
+    assert len(notes) == 1 and "200,011 characters" in notes[0] and "64,000" in notes[0], notes
+    assert ["# Brackets\n" + "[" * 200_000 == c.value for c in at.code].count(True) == 1
+    assert not any("[[[[" in m.value for m in at.markdown)
+
+
+def test_a_report_rendering_is_kept_per_text():
+    body = "# R\nAt step 12 [a](https://example.com) " + "*a" * 1000
+    kind, md, note = reports.shown_body(body, run_id="r1", sample_ids={"abc123def"})
+    assert kind == "markdown" and note is None and "trajectory?run=r1&step=12" in md
+    assert reports.shown_body(body, run_id="r1", sample_ids={"abc123def"})[1] is md  # kept: not rendered again
+    assert reports.shown_body(body + "x", run_id="r1", sample_ids=())[1] is not md  # another text: rendered
+    long = "x" * (reports.MAX_MARKDOWN + 1)
+    assert reports.shown_body(long, run_id="r1")[0:2] == ("text", long)
