@@ -8,13 +8,13 @@
 
 Every reader hides secrets (`rundash_core.gate`); `rd.open_run(path, reveal=True)` shows raw values.
 """
-from . import frames
-from .discover import discover, list_runs
-from .frames import Episode, Message, ToolCall
-from .run import CAPABILITIES, KINDS, Overview, Problem, Run, RunError
-from .sources import open_run
-from .health import Finding
-from .ai import analysis_context, analyze
+from rundash_core import frames
+from rundash_core.discover import discover, list_runs
+from rundash_core.frames import Episode, Message, ToolCall
+from rundash_core.run import CAPABILITIES, KINDS, Overview, Problem, Run, RunError
+from rundash_core.sources import open_run
+from rundash_core.health import Finding
+from rundash_core.ai import analysis_context, analyze
 
 __all__ = ["discover", "list_runs", "open_run", "Run", "Overview", "Problem", "RunError", "KINDS", "CAPABILITIES",
            "Episode", "Message", "ToolCall", "frames", "Finding", "analysis_context", "analyze"]

@@ -18,10 +18,10 @@ import time
 
 import pandas as pd
 
-from .health import Finding, Signals, health, health_state
-from .health_alive import step_rate
-from .health_rules import val_headline
-from .present import format_duration, md_code
+from rundash_core.health import Finding, Signals, health, health_state
+from rundash_core.health_alive import step_rate
+from rundash_core.health_rules import val_headline
+from rundash_core.present import format_duration, md_code
 
 # (concept, label, unit[, skipped when this concept is logged]) per line of the entry; units: "%" (a
 # share), "s", "tok" or "" (plain)

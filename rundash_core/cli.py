@@ -36,14 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as e:
             raise SystemExit(f"rundash {argv[0]}: not available ({e}); see the README for its extra") from e
         return module.main(argv)
-    from . import launch
+    from rundash_core import launch
 
     return launch.main(argv)
 
 
 def app_path():
     """Where the dashboard's app.py is (see `launch.app_path`)."""
-    from . import launch
+    from rundash_core import launch
 
     return launch.app_path()
 

@@ -14,12 +14,12 @@ import re
 import sys
 import time
 
-from .checkin import checkin_markdown
-from .health import Signals, health, health_state, json_safe
-from .io import files
-from .present import format_duration, format_time, text_or
-from .run import RunError, summary_fields
-from .summary import key_metrics
+from rundash_core.checkin import checkin_markdown
+from rundash_core.health import Signals, health, health_state, json_safe
+from rundash_core.io import files
+from rundash_core.present import format_duration, format_time, text_or
+from rundash_core.run import RunError, summary_fields
+from rundash_core.summary import key_metrics
 
 STATUS_SCHEMA = "rundash.status/1"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # terminal escapes from run text (metric names, paths)
@@ -40,7 +40,7 @@ def _parser(verb: str) -> argparse.ArgumentParser:
 
 def _open(path: str):
     """The run at `path`, or a RunError whose message says why not (missing, outside the roots)."""
-    from .sources import open_run
+    from rundash_core.sources import open_run
 
     full = os.path.abspath(os.path.expanduser(path))
     if not os.path.exists(full):

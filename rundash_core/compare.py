@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .present import ABSENT, utf8_text  # ABSENT: how an absent value reads in a table or a legend
+from rundash_core.present import ABSENT, utf8_text  # ABSENT: how an absent value reads in a table or a legend
 
 SUMMARY_COLUMNS = ["run", "metric", "producer", "last", "min", "max", "better", "best", "step_of_best", "steps"]
 BAND_COLUMNS = ["group", "x", "mean", "std", "n"]
@@ -99,7 +99,7 @@ RUNS_COLUMNS = ["run", "name", "kind", "status", "step", "max_steps", "duration_
 def runs_summary(overviews: Mapping[str, object]) -> pd.DataFrame:
     """One row per compared run (label → `Run.overview()`): its one summary's fields, never
     recomputed from the metrics, so its step is the card's (steps done)."""
-    from .run import summary_fields
+    from rundash_core.run import summary_fields
 
     rows = [{"run": label, **summary_fields(ov)} for label, ov in overviews.items()]
     out = pd.DataFrame(rows, columns=RUNS_COLUMNS)

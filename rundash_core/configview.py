@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from .user_regex import MAX_INPUT_CHARS, UserPattern, compile_user_pattern
+from rundash_core.user_regex import MAX_INPUT_CHARS, UserPattern, compile_user_pattern
 
 MISSING = object()
 

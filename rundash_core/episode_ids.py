@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from . import frames
+from rundash_core import frames
 
 SHOWN_CANDIDATES = 5  # how many matching samples an ambiguous-id message lists
 LINK_CHARS = 128  # a longer writer id (or one a URL would escape) is not put in links: the short form is

@@ -27,7 +27,7 @@ import threading
 import numpy as np
 import pandas as pd
 
-from .redact import HIDDEN, redact, redact_text
+from rundash_core.redact import HIDDEN, redact, redact_text
 
 GATED = ("overview", "config", "configs", "samples", "episode", "live_samples", "logs", "read_log", "reports", "report",
          "problems", "failure_modes")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .discover import SKIP_NAMES, scan
+from rundash_core.discover import SKIP_NAMES, scan
 
 MAX_SUBFOLDERS = 50  # searched at most when the current folder itself reads as a run
 

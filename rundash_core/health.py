@@ -33,10 +33,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from .charts import aliases
-from .charts.aliases import Candidate
-from .charts.series import SeriesIndex, series_index
-from .run import Overview
+from rundash_core.charts import aliases
+from rundash_core.charts.aliases import Candidate
+from rundash_core.charts.series import SeriesIndex, series_index
+from rundash_core.run import Overview
 
 SEVERITIES = ("critical", "warning", "info")  # most severe first
 AREAS = ("alive", "stability", "progress", "performance")
@@ -216,7 +216,7 @@ def window_for(n: int, thresholds: Thresholds) -> int:
 
 def health(signals: Signals, *, thresholds: Thresholds | None = None) -> list[Finding]:
     """Every rule over the run's signals, most severe first (then by area, then step)."""
-    from .health_rules import RULES
+    from rundash_core.health_rules import RULES
 
     t = thresholds or Thresholds()
     out: list[Finding] = []

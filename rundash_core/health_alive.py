@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .health import Finding, Signals, Thresholds
-from .present import format_duration
+from rundash_core.health import Finding, Signals, Thresholds
+from rundash_core.present import format_duration
 
 
 def alive(s: Signals, t: Thresholds) -> list[Finding]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import validation as val
-from .charts import aliases
-from .health import Finding, Signals, Thresholds, window_for
-from .health_alive import alive
+from rundash_core import validation as val
+from rundash_core.charts import aliases
+from rundash_core.health import Finding, Signals, Thresholds, window_for
+from rundash_core.health_alive import alive
 
 MAD_SCALE = 1.4826  # MAD × this estimates the standard deviation of normal noise
 

@@ -28,7 +28,7 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from . import settings
+from rundash_core import settings
 
 DEFAULT_MAX_MB = 512
 CHUNK = 1 << 20

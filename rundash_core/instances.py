@@ -19,7 +19,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from . import settings
+from rundash_core import settings
 
 PORT_RANGE = (8501, 8520)  # Streamlit's default port and the next ones
 MAX_FILE_BYTES = 1 << 20  # a few hundred servers' entries

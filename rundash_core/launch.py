@@ -25,9 +25,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import guided, instances, settings
-from .importer import max_bytes
-from .io.files import env_roots, is_within
+from rundash_core import guided, instances, settings
+from rundash_core.importer import max_bytes
+from rundash_core.io.files import env_roots, is_within
 
 HEALTH_TIMEOUT_S = 60
 DEFAULT_HOST = "127.0.0.1"  # run data stays private until someone chooses --host 0.0.0.0
@@ -120,7 +120,7 @@ def parse_base_path(raw: str | None) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cli import verbs_help
+    from rundash_core.cli import verbs_help
 
     parser = argparse.ArgumentParser(prog="rundash", usage=USAGE, description=DESCRIPTION, epilog=verbs_help(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -215,7 +215,7 @@ def empty_board(plan: Plan, *, cwd: str | None = None) -> list[str]:
     """Lines explaining an empty board: each dir with no runs, and where runs were found instead."""
     if not plan.dirs:
         return []
-    from .discover import scan
+    from rundash_core.discover import scan
 
     empty = [d for d in plan.dirs if len(scan([d])[0]) == 0]
     if not empty:

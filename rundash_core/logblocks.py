@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from . import logtext
+from rundash_core import logtext
 
 MAX_LINE = 1 << 20  # a longer line is shown as its first and last LONG_LINE_SHOWN bytes
 LONG_LINE_SHOWN = 64 << 10

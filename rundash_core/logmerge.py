@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import logtext
+from rundash_core import logtext
 
 COPIED_S = 86400.0
 

@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import logblocks, logtext
-from .io.bytetail import SETTLE_S
-from .io.files import describe_unreadable, file_id, listed_path as _listed, open_file, shown_path
-from .io.holes import content_end
-from .logmerge import assign_times, last_dated, merge, run_dates
-from .gate import could_continue_secret
-from .redact import redact_text
-from .run import Problem
-from .user_regex import NOTHING, compile_user_pattern
+from rundash_core import logblocks, logtext
+from rundash_core.io.bytetail import SETTLE_S
+from rundash_core.io.files import describe_unreadable, file_id, listed_path as _listed, open_file, shown_path
+from rundash_core.io.holes import content_end
+from rundash_core.logmerge import assign_times, last_dated, merge, run_dates
+from rundash_core.gate import could_continue_secret
+from rundash_core.redact import redact_text
+from rundash_core.run import Problem
+from rundash_core.user_regex import NOTHING, compile_user_pattern
 
 BLOCK = 256 << 10
 MAX_BLOCK = 4 << 20

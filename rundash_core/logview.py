@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from . import logtext
-from .present import abbrev_count
+from rundash_core import logtext
+from rundash_core.present import abbrev_count
 
 ENV_GROUP = "envs"
 _GROUP_ORDER = ("trainer", "orchestrator", "inference", "router", "evals", ENV_GROUP, "console")
@@ -79,7 +79,7 @@ def merged_paths(entries: dict[str, list[str]], chosen: list[str]) -> list[str]:
 
 def file_label(path: str) -> str:
     """A file as the split pane's picker names it: its last two path parts."""
-    from .logs import ROUTER_SUFFIX
+    from rundash_core.logs import ROUTER_SUFFIX
 
     parts = path.removesuffix(ROUTER_SUFFIX).replace("\\", "/").split("/")
     label = "/".join(parts[-2:])

@@ -21,9 +21,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import cache
-from .io.jsonl import JsonlTail
-from .metricblock import Block, TidyLog
+from rundash_core import cache
+from rundash_core.io.jsonl import JsonlTail
+from rundash_core.metricblock import Block, TidyLog
 
 _RESERVED = ("step", "time", "_timestamp", "producer")
 _TRAINER_KEY = re.compile(

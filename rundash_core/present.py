@@ -5,7 +5,7 @@ import re
 
 import pandas as pd
 
-from .io.files import shown_path
+from rundash_core.io.files import shown_path
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:@&])")  # @: no mailto autolink; &: no entity
 

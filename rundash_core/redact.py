@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import re
 
-from .secret_shapes import (AMBIGUOUS, CMD_PASSWORD, HEX40, PEM_BEGIN, PEM_END, PLAIN, SECRET, SHAPE_PREFIXES,
+from rundash_core.secret_shapes import (AMBIGUOUS, CMD_PASSWORD, HEX40, PEM_BEGIN, PEM_END, PLAIN, SECRET, SHAPE_PREFIXES,
                             VALUE_SHAPE, aws_shaped, is_commitish_name, literal_trie, looks_credential, name_words)
-from .secret_shapes import is_secret_name, name_kind  # noqa: F401 (API)
-from .secret_blocks import bracket_end, toml_table, yaml_block
-from . import reader_view
+from rundash_core.secret_shapes import is_secret_name, name_kind  # noqa: F401 (API)
+from rundash_core.secret_blocks import bracket_end, toml_table, yaml_block
+from rundash_core import reader_view
 
 HIDDEN = "[hidden]"
 

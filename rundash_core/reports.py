@@ -18,8 +18,8 @@ from urllib.parse import quote, urlencode
 
 import pandas as pd
 
-from . import cache, frames, inert_markdown
-from .io.files import file_id, read_text
+from rundash_core import cache, frames, inert_markdown
+from rundash_core.io.files import file_id, read_text
 
 FOLDER = "reports"
 MAX_BYTES = 2 << 20

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import frames
-from .frames import Episode
-from .gate import GATED, gate_method, inside
-from .io.files import shown_path
+from rundash_core import frames
+from rundash_core.frames import Episode
+from rundash_core.gate import GATED, gate_method, inside
+from rundash_core.io.files import shown_path
 
 KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
 STATUSES = ("running", "completed", "stopped", "unknown")
@@ -316,7 +316,7 @@ class Run(abc.ABC):
 
     def health(self, now: float | None = None) -> list:
         """Rule-based health findings (`rundash_core.health`: list of `Finding`), from the frames."""
-        from .health import run_health
+        from rundash_core.health import run_health
 
         return run_health(self, now=now)
 
@@ -331,7 +331,7 @@ class Run(abc.ABC):
         """Lines of the given log files, merged by time (`frames.LOG_LINES`); `before`/`after`
         page older / follow appended bytes (`seen`: the last read's `versions`, to tell a replaced
         file), `actors` keeps Ray actors' lines (`rundash_core.logs`)."""
-        from .logs import read_log
+        from rundash_core.logs import read_log
 
         listing = self.logs()
         return read_log(listing, paths, tail=tail, before=before, after=after, seen=seen, pattern=pattern,
@@ -345,7 +345,7 @@ class Run(abc.ABC):
     def report(self, name: str):
         """One report of `reports()` by name (`reports.Report`: title, front matter, body; an
         unreadable one says why in `error`), secrets hidden by the gate; KeyError when not listed."""
-        from .reports import read_report
+        from rundash_core.reports import read_report
 
         listing = self.reports()
         rows = listing[listing["name"] == name]

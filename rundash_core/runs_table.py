@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .user_regex import compile_user_pattern
+from rundash_core.user_regex import compile_user_pattern
 
 RUNS_TABLE_COLUMNS = ["run_id", "kind", "status", "step", "max_steps", "model", "attempts", "updated",
                       "created", "path"]

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from urllib.parse import unquote
 
-from .io.files import env_roots, is_within
+from rundash_core.io.files import env_roots, is_within
 
 
 def cache_dir() -> Path:

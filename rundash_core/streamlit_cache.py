@@ -11,17 +11,17 @@ import sys
 import pandas as pd
 import streamlit as st
 
-from . import settings
-from .io import files
-from .discover import scan
-from .run import Run
-from .sources import open_run
+from rundash_core import settings
+from rundash_core.io import files
+from rundash_core.discover import scan
+from rundash_core.run import Run
+from rundash_core.sources import open_run
 
 
 @st.cache_resource(show_spinner="Writing the built-in demo runs…")
 def demo_dir() -> str:
     """The demo output folder, written once per machine; its live run keeps growing."""
-    from . import demo  # only when no directory is configured
+    from rundash_core import demo  # only when no directory is configured
 
     folder = demo.ensure_demo()
     demo.start_live_writer(folder)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .charts import sections as sections_mod
-from .health import Signals
+from rundash_core.charts import sections as sections_mod
+from rundash_core.health import Signals
 
 
 @dataclass(frozen=True)

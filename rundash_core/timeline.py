@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .frames import Episode
+from rundash_core.frames import Episode
 
 PHASES = ("boot", "setup", "agent", "finalize", "scoring")
 LANES = ("phases", "model", "tools")

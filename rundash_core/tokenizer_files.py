@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from tokenizers import Tokenizer
 
-from . import settings
-from .io import files
-from .io.configs import dig
+from rundash_core import settings
+from rundash_core.io import files
+from rundash_core.io.configs import dig
 
 FILE_NAME = "tokenizer.json"
 MAX_BYTES = 256 << 20  # the largest tokenizer.json rundash loads (real ones are 2-35 MB)

@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 from tokenizers import Tokenizer, decoders
 
-from . import frames
-from .gate import hidden_spans
-from .redact import HIDDEN
-from .tokenizer_files import TokenizerLookup, find_tokenizer, model_names
+from rundash_core import frames
+from rundash_core.gate import hidden_spans
+from rundash_core.redact import HIDDEN
+from rundash_core.tokenizer_files import TokenizerLookup, find_tokenizer, model_names
 
 DEFAULT_IPO_EPS = 0.1  # spec 8.2: `loss.eps` when `loss.type == "ipo"`, else 0.1
 SPAN_LIMIT = 4000      # token spans drawn at once (the page pages through longer episodes)

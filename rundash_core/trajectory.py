@@ -9,8 +9,8 @@ import json
 
 import pandas as pd
 
-from .frames import Episode, Message
-from .rollouts import FOLDER_LABEL, on_axis, step_axis  # noqa: F401 (one step axis for both pages)
+from rundash_core.frames import Episode, Message
+from rundash_core.rollouts import FOLDER_LABEL, on_axis, step_axis  # noqa: F401 (one step axis for both pages)
 
 # URL value -> (column, ascending); short and stable (`?sort=reward_desc`)
 SORTS = {

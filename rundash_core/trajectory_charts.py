@@ -9,8 +9,8 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from .charts.figures import PALETTE
-from .timeline import LANES, Span
+from rundash_core.charts.figures import PALETTE
+from rundash_core.timeline import LANES, Span
 
 _LAYOUT = dict(margin=dict(l=10, r=10, t=30, b=10), height=220, showlegend=False,
                paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)")

@@ -13,8 +13,8 @@ import html
 import re
 from dataclasses import dataclass
 
-from .frames import Message
-from .user_regex import UserPattern
+from rundash_core.frames import Message
+from rundash_core.user_regex import UserPattern
 
 DEFAULT_MASK = r"<\|(?:image_pad|video_pad|imgpad|audio_comp_pad|audio_pad)\|>"
 _BLOCKS = {"think": "think", "tool_call": "tool_call", "tool_response": "tool_response"}

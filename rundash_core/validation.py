@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import frames
+from rundash_core import frames
 
 LOW_COVERAGE = 0.5  # below this share of the cohort, an event's number is indicative only
 COT_SAMPLE = 120  # the CoT cohort keeps the first this many tasks (sorted), as Lego-RL does

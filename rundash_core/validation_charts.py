@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from . import episode_ids, failure_modes as fm
-from . import validation as val
-from .charts.figures import DASHES, PALETTE, plotly_text
-from .charts.gaps import STEP_GAP, break_before
+from rundash_core import episode_ids, failure_modes as fm
+from rundash_core import validation as val
+from rundash_core.charts.figures import DASHES, PALETTE, plotly_text
+from rundash_core.charts.gaps import STEP_GAP, break_before
 
 AMBER = "#E8A33D"
 GREEN = "#59A14F"

@@ -36,8 +36,8 @@ import argparse
 import json
 import sys
 
-from . import charts, discovery, logs, metrics, pages, sessions, traces, verl
-from .common import measure_here
+from rundash_core.bench import charts, discovery, logs, metrics, pages, sessions, traces, verl
+from rundash_core.bench.common import measure_here
 
 
 def build_parser() -> argparse.ArgumentParser:

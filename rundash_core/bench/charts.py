@@ -28,8 +28,8 @@ from rundash_core.charts.sections import sections_for
 from rundash_core.charts.series import series_index
 from rundash_core.charts.view import key_groups, metric_charts, section_charts
 
-from . import metrics_data as md
-from .common import add_common_options, format_table, pass_miss, print_report, run_one, secs, work_root
+from rundash_core.bench import metrics_data as md
+from rundash_core.bench.common import add_common_options, format_table, pass_miss, print_report, run_one, secs, work_root
 
 SECTION_VS_LOAD = 1.0
 MAX_POINTS_PER_SERIES = 1600

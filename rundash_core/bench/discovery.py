@@ -30,10 +30,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Iterator
 
-from .common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
+from rundash_core.bench.common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
                      secs, timed, work_root)
-from ..io.verl_steps import _is_validation_key
-from .verl import _STEP, sample_dir, sample_logs
+from rundash_core.io.verl_steps import _is_validation_key
+from rundash_core.bench.verl import _STEP, sample_dir, sample_logs
 
 SCAN_VS_COLD = 3.0  # cold discover at least 3× faster than reading every log whole and searching it
 WARM_VS_FLOOR = 2.0  # warm discover at most 2× the bare listing

@@ -21,7 +21,7 @@ import os
 import subprocess
 import time
 
-from .common import add_common_options, best_of, format_table, print_report, work_root
+from rundash_core.bench.common import add_common_options, best_of, format_table, print_report, work_root
 
 LINES_WANTED = 1000
 FILTER = "Avg prompt throughput"
@@ -91,7 +91,7 @@ def build(root: str, *, big_mb: float, small_mb: float) -> dict[str, str]:
 
 # Contenders (each in its own process) -----------------------------------------------------------------
 def _specs(paths: dict[str, str], names: list[str]):
-    from ..logs import LogSpec
+    from rundash_core.logs import LogSpec
 
     return [LogSpec(paths[n], paths[n], n) for n in names]
 
@@ -99,14 +99,14 @@ def _specs(paths: dict[str, str], names: list[str]):
 def _warm_up(paths: dict[str, str]) -> None:
     """One small read first, so one-time costs (pandas' and the regex engines' first calls) are
     not counted: the app's server process is warm."""
-    from ..logs import LogSpec, read_specs
+    from rundash_core.logs import LogSpec, read_specs
 
     small = paths["env:math"]
     read_specs([LogSpec(small, small, "warm-up")], tail=10, pattern="warm|up")
 
 
 def measure(contender: str, *, paths: dict[str, str]) -> dict:
-    from ..logs import counter, read_specs
+    from rundash_core.logs import counter, read_specs
 
     _warm_up(paths)
     big = paths["inference"]

@@ -28,8 +28,8 @@ from rundash_core.io.files import read_range
 from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
 from rundash_core.metricstore import MetricStore
 
-from . import metrics_data as md
-from .common import add_common_options, best_of, format_table, mb, pass_miss, print_report, run_one, secs, work_root
+from rundash_core.bench import metrics_data as md
+from rundash_core.bench.common import add_common_options, best_of, format_table, mb, pass_miss, print_report, run_one, secs, work_root
 
 ROWS_PER_ROUND = 10
 

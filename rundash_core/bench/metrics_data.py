@@ -25,7 +25,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .metrics_keys import (ORCH_ERROR_KEYS, PERIODIC_KEYS, env_of, inference_keys, orch_eval_keys, orch_train_keys,
+from rundash_core.bench.metrics_keys import (ORCH_ERROR_KEYS, PERIODIC_KEYS, env_of, inference_keys, orch_eval_keys, orch_train_keys,
                            trainer_key_groups, value_model)
 
 

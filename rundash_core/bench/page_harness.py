@@ -182,7 +182,7 @@ class Server:
 
 def app_dir() -> Path:
     """The checkout (or share/rundash) holding app.py, pages/ and .streamlit/config.toml."""
-    from ..cli import app_path
+    from rundash_core.cli import app_path
     return app_path().parent
 
 

@@ -35,9 +35,9 @@ import textwrap
 from pathlib import Path
 from urllib.parse import quote
 
-from .common import format_table, pass_miss, print_report, secs, work_root
-from .page_harness import CHROMIUM_ARGS, Server, app_dir, server_env, visit, write_floor
-from .page_harness import PROBE_JS, VIEWPORT  # noqa: F401 (API: the sessions bench takes them from here)
+from rundash_core.bench.common import format_table, pass_miss, print_report, secs, work_root
+from rundash_core.bench.page_harness import CHROMIUM_ARGS, Server, app_dir, server_env, visit, write_floor
+from rundash_core.bench.page_harness import PROBE_JS, VIEWPORT  # noqa: F401 (API: the sessions bench takes them from here)
 
 PAGES = ("overview", "metrics", "compare")
 TARGETS = {"overview": 2.0, "metrics": 2.0, "compare": 3.0}  # × the floor

@@ -35,9 +35,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ..cache import _limit_from_env
-from .common import format_table, pass_miss, print_report, work_root
-from .pages import CHROMIUM_ARGS, PROBE_JS, VIEWPORT, Server, app_dir, page_urls, server_env
+from rundash_core.cache import _limit_from_env
+from rundash_core.bench.common import format_table, pass_miss, print_report, work_root
+from rundash_core.bench.pages import CHROMIUM_ARGS, PROBE_JS, VIEWPORT, Server, app_dir, page_urls, server_env
 
 PERIOD_S = 5.0  # the Metrics page's live refresh
 CPU_TARGET = 4.0

@@ -32,7 +32,7 @@ from pathlib import Path
 import orjson
 import zstandard
 
-from .common import format_table, pass_miss, print_report, secs, work_root
+from rundash_core.bench.common import format_table, pass_miss, print_report, secs, work_root
 
 FRAME_BYTES = 4 << 20  # prime-rl's seekable writer cuts a frame every 4 MiB of text
 EPISODES_PER_STEP = 256
@@ -64,7 +64,7 @@ def template_dir() -> Path:
 
 
 def templates(run_dir: Path) -> list[Template]:
-    from ..sources.prime_rl_traces import chunk_path, read_record_line, traces_dir
+    from rundash_core.sources.prime_rl_traces import chunk_path, read_record_line, traces_dir
 
     folder = traces_dir(str(run_dir))
     out = []
@@ -175,7 +175,7 @@ def whole_chunk_seconds(path: str) -> tuple[float, int]:
 @contextmanager
 def counting_opens():
     """Every file rundash opens (through `rundash_core.io.files.open_file`, wherever imported)."""
-    from ..io import files
+    from rundash_core.io import files
 
     real, opened = files.open_file, []
 
@@ -194,8 +194,8 @@ def counting_opens():
 
 
 def _cold() -> None:
-    from .. import cache
-    from ..io import zst_seekable
+    from rundash_core import cache
+    from rundash_core.io import zst_seekable
 
     cache.shared.clear()
     zst_seekable.clear_frame_cache()
@@ -204,8 +204,8 @@ def _cold() -> None:
 def _read_record(run_dir: str, sample_id: str) -> dict:
     """The episode's record only: its row by id, its line through the seek table, parsed (no
     mapping into an `Episode`, no annotations)."""
-    from .. import frames
-    from ..sources.prime_rl_traces import read_record_line, sample_row
+    from rundash_core import frames
+    from rundash_core.sources.prime_rl_traces import read_record_line, sample_row
 
     plain, offset, length = frames.parse_line_locator(sample_row(run_dir, sample_id)["locator"])
     return orjson.loads(read_record_line(plain, offset, length))
@@ -213,9 +213,9 @@ def _read_record(run_dir: str, sample_id: str) -> dict:
 
 def _cold_chunks(sealed: list[str]) -> None:
     """No seek table and no decompressed frame of any sealed chunk cached."""
-    from .. import cache
-    from ..io import zst_seekable
-    from ..io.files import file_id
+    from rundash_core import cache
+    from rundash_core.io import zst_seekable
+    from rundash_core.io.files import file_id
 
     for path in sealed:
         cache.shared.discard(("zst-seek-table", os.path.realpath(path), file_id(path)))
@@ -339,7 +339,7 @@ def cmd_traces(args) -> int:
         print(f"writing a {args.size_mb:,.0f} MB prime-rl stream in {args.chunk_mb:,.0f} MB chunks …", flush=True)
         stream = write_stream(root, size_mb=args.size_mb, chunk_mb=args.chunk_mb, frame_bytes=args.frame_kb << 10)
         print("measuring …", flush=True)
-        from ..io import files
+        from rundash_core.io import files
 
         files.set_roots([root])  # as the app does
         try:

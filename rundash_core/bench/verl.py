@@ -27,7 +27,7 @@ import rundash_core as rd
 from rundash_core import cache
 from rundash_core.io.verl_log import VerlLogTail
 
-from .common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
+from rundash_core.bench.common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
                      secs, timed, work_root)
 
 TARGET_SPEEDUP = 4.0  # baseline user CPU / rundash parse user CPU, the collector left on

@@ -3,9 +3,9 @@
 The numeric modules are plain numpy/pandas so they can be unit-tested and benchmarked without
 Streamlit or Plotly; figure building lives in the submodules that use them.
 """
-from .axes import format_duration_tick, log_safe, outlier_range, relative_seconds, time_unit
-from .downsample import MAX_POINTS, Downsampled, minmax_downsample
-from .smoothing import (
+from rundash_core.charts.axes import format_duration_tick, log_safe, outlier_range, relative_seconds, time_unit
+from rundash_core.charts.downsample import MAX_POINTS, Downsampled, minmax_downsample
+from rundash_core.charts.smoothing import (
     AMOUNT_LABELS,
     DEFAULTS,
     LABELS,

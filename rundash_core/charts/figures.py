@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .axes import log_safe, outlier_range, time_unit
-from .downsample import MAX_POINTS, minmax_downsample
-from .gaps import STEP_GAP, TIME_GAP, between, break_before, with_breaks
-from .series import X_FRACTION, X_STEP, X_TIME, Series
-from .smoothing import smooth
+from rundash_core.charts.axes import log_safe, outlier_range, time_unit
+from rundash_core.charts.downsample import MAX_POINTS, minmax_downsample
+from rundash_core.charts.gaps import STEP_GAP, TIME_GAP, between, break_before, with_breaks
+from rundash_core.charts.series import X_FRACTION, X_STEP, X_TIME, Series
+from rundash_core.charts.smoothing import smooth
 
 PALETTE = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948", "#FF9DA7",
            "#9C755F", "#BAB0AC", "#8CD17D", "#D4A6C8")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from .figures import color_of, plotly_text
+from rundash_core.charts.figures import color_of, plotly_text
 
 OUTCOME_COLORS = {"completed": "#2e7d32", "truncated": "#f9a825", "aborted": "#8d6e63", "pending": "#90a4ae"}
 ERROR_COLORS = ["#c62828", "#ad1457", "#e65100", "#6a1b9a", "#b71c1c", "#d84315"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
-from .units import unit_of
+from rundash_core.charts.units import unit_of
 
 
 @dataclass(frozen=True)

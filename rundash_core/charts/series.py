@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import cache
+from rundash_core import cache
 
 X_STEP, X_TIME = "step", "time"
 X_FRACTION = "fraction"  # Compare: step / the run's last step, so runs of any length span 0 to 1

@@ -35,9 +35,9 @@ import time
 import uuid
 from pathlib import Path
 
-from . import live
-from .folder import MARKER, demo_root, is_ours, read_marker
-from .runs import OTHER_FILES, OTHER_RUNS, RUN_NAMES, write_all
+from rundash_core.demo import live
+from rundash_core.demo.folder import MARKER, demo_root, is_ours, read_marker
+from rundash_core.demo.runs import OTHER_FILES, OTHER_RUNS, RUN_NAMES, write_all
 
 __all__ = ["DEMO_VERSION", "demo_root", "ensure_demo", "start_live_writer", "stop_live_writer"]
 

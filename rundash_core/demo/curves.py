@@ -8,7 +8,7 @@ import uuid
 
 import numpy as np
 
-from .specs import ENVS, RLRunSpec
+from rundash_core.demo.specs import ENVS, RLRunSpec
 
 SEED = 20260924
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .lego_trials import (HEAD_IP, N, PROJECT, PROMPTS, TOTAL, TRAIN_TASKS, VAL_AFTER, VAL_TASKS, WORKER_IP, Trial,
+from rundash_core.demo.lego_trials import (HEAD_IP, N, PROJECT, PROMPTS, TOTAL, TRAIN_TASKS, VAL_AFTER, VAL_TASKS, WORKER_IP, Trial,
                           demo_rng, train_folders, train_p, val_folder)
-from .verl_console import (f32, metric_line, npf, npi, pprint_lines, prefix, py, repeated, tqdm_bar,
+from rundash_core.demo.verl_console import (f32, metric_line, npf, npi, pprint_lines, prefix, py, repeated, tqdm_bar,
                            validation_pprint)
 
 

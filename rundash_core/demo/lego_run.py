@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .lego_log import write_log, write_vllm_log
-from .lego_trials import (KEPT_STEPS, N, PROJECT, PROMPTS, TOTAL, TRAIN_FAILED, TRAIN_TASKS, VAL_AFTER, VAL_FAILED,
+from rundash_core.demo.lego_log import write_log, write_vllm_log
+from rundash_core.demo.lego_trials import (KEPT_STEPS, N, PROJECT, PROMPTS, TOTAL, TRAIN_FAILED, TRAIN_TASKS, VAL_AFTER, VAL_FAILED,
                           VAL_SOLVED, VAL_TASKS, Trial, demo_rng, train_folders, train_p, val_folder, write_trial)
-from .lego_trials import HEAD_IP, MODEL, SALT, SYSTEM, WORKER_IP  # noqa: F401 (the story's constants, as before)
-from .run_files import RunFiles
+from rundash_core.demo.lego_trials import HEAD_IP, MODEL, SALT, SYSTEM, WORKER_IP  # noqa: F401 (the story's constants, as before)
+from rundash_core.demo.run_files import RunFiles
 
 
 def write_lego_run(out: Path, exp: str, t_end: float, *, log_rel: str, root: Path) -> tuple[Path, Path]:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .curves import SEED
-from .run_files import RunFiles
+from rundash_core.demo.curves import SEED
+from rundash_core.demo.run_files import RunFiles
 
 PROJECT = "swe_lego_rl"
 N = 4  # rollouts per prompt

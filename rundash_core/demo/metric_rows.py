@@ -8,8 +8,8 @@ import zlib
 
 import numpy as np
 
-from .curves import Curves
-from .specs import ENVS
+from rundash_core.demo.curves import Curves
+from rundash_core.demo.specs import ENVS
 
 INF_EVERY_S = 5.0  # cadence of the time-keyed inference rows
 DISPATCH_EVERY_S = 10.0  # and of the dispatcher rows

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .curves import SEED
-from .run_files import RunFiles
+from rundash_core.demo.curves import SEED
+from rundash_core.demo.run_files import RunFiles
 
 STEPS = 10  # train rollout ids 0..STEPS-1
 GROUPS, K = 4, 4

@@ -3,8 +3,8 @@ resolved per-component JSON configs (trainer, orchestrator, inference, env serve
 writes them at launch."""
 from __future__ import annotations
 
-from .run_files import RunFiles
-from .specs import ENVS, RLRunSpec
+from rundash_core.demo.run_files import RunFiles
+from rundash_core.demo.specs import ENVS, RLRunSpec
 
 
 def _rl_toml(spec: RLRunSpec) -> str:

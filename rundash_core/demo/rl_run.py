@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import logs
-from .curves import Curves, random_uuid
-from .metric_rows import (DISPATCH_EVERY_S, INF_EVERY_S, dispatcher_rows, eval_row, inference_rows, metrics_line,
+from rundash_core.demo import logs
+from rundash_core.demo.curves import Curves, random_uuid
+from rundash_core.demo.metric_rows import (DISPATCH_EVERY_S, INF_EVERY_S, dispatcher_rows, eval_row, inference_rows, metrics_line,
                           orch_row, trainer_rows)
-from .rl_configs import write_rl_configs
-from .run_files import RunFiles
-from .specs import RLRunSpec
-from .traces import TraceStream, episodes_for_step
+from rundash_core.demo.rl_configs import write_rl_configs
+from rundash_core.demo.run_files import RunFiles
+from rundash_core.demo.specs import RLRunSpec
+from rundash_core.demo.traces import TraceStream, episodes_for_step
 
 RELAUNCH_GAP_S = 480.0  # between a crashed attempt's last line and the next attempt's launch
 

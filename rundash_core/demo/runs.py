@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .lego_run import PROJECT as LEGO_PROJECT
-from .lego_run import write_lego_run
-from .relax_run import STEPS as RELAX_STEPS
-from .relax_run import write_relax_run
-from .rl_run import Attempt, write_rl_run
-from .sft_run import write_sft_run
-from .specs import RLRunSpec
-from .verl_run import write_verl_run
+from rundash_core.demo.lego_run import PROJECT as LEGO_PROJECT
+from rundash_core.demo.lego_run import write_lego_run
+from rundash_core.demo.relax_run import STEPS as RELAX_STEPS
+from rundash_core.demo.relax_run import write_relax_run
+from rundash_core.demo.rl_run import Attempt, write_rl_run
+from rundash_core.demo.sft_run import write_sft_run
+from rundash_core.demo.specs import RLRunSpec
+from rundash_core.demo.verl_run import write_verl_run
 
 # 1. LIVE: still training, its last row is `now`; the live writer keeps it growing.
 LIVE = RLRunSpec("math-python+wiki-search--qwen3-4b--7c1e9a42", "Qwen/Qwen3-4B", ("math-python", "wiki-search"),

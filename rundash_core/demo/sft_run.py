@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .curves import SEED
-from .logs import loguru
-from .metric_rows import metrics_line
-from .run_files import RunFiles
+from rundash_core.demo.curves import SEED
+from rundash_core.demo.logs import loguru
+from rundash_core.demo.metric_rows import metrics_line
+from rundash_core.demo.run_files import RunFiles
 
 
 def write_sft_run(out_dir: Path, name: str, steps: int, t_end: float) -> Path:

@@ -8,8 +8,8 @@ import zlib
 
 import numpy as np
 
-from .curves import Curves, random_uuid
-from .specs import ENVS, QUESTIONS, RLRunSpec, tools_of
+from rundash_core.demo.curves import Curves, random_uuid
+from rundash_core.demo.specs import ENVS, QUESTIONS, RLRunSpec, tools_of
 
 _ROLE_TOK = {"system": 8948, "user": 872, "assistant": 77091, "tool": 872}
 

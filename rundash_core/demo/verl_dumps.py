@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .curves import SEED
+from rundash_core.demo.curves import SEED
 
 FOLDER = "val_generations"
 _TEMPLATE = "system\nYou are a helpful assistant.\nuser\n{q}\nassistant\n"

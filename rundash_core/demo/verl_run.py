@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .curves import SEED
-from .verl_dumps import dumped_generations
-from .verl_console import (f32, metric_line, npf, pprint_lines, prefix, py, ray_banner, raylet, repeated, tqdm_bar,
+from rundash_core.demo.curves import SEED
+from rundash_core.demo.verl_dumps import dumped_generations
+from rundash_core.demo.verl_console import (f32, metric_line, npf, pprint_lines, prefix, py, ray_banner, raylet, repeated, tqdm_bar,
                            validation_pprint, worker_stamp)
 
 PROJECT = "verl_grpo_gsm8k_math"

@@ -27,8 +27,8 @@ import os
 import time
 from dataclasses import dataclass
 
-from .files import FileId, describe_unreadable, file_id, open_file, read_range
-from .holes import NUL_RUN_BYTES, data_until, line_end, nul_run, run_text, size_text
+from rundash_core.io.files import FileId, describe_unreadable, file_id, open_file, read_range
+from rundash_core.io.holes import NUL_RUN_BYTES, data_until, line_end, nul_run, run_text, size_text
 
 CHECKPOINT_BYTES = 64  # the last bytes looked at; if they change, the file was rewritten, not appended
 SETTLE_S = 5.0  # a last line without its newline is read once the file has been still this long

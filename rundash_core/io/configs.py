@@ -12,8 +12,8 @@ import re
 import tomllib
 from dataclasses import dataclass
 
-from .. import cache
-from .files import describe_unreadable, file_id, read_range
+from rundash_core import cache
+from rundash_core.io.files import describe_unreadable, file_id, read_range
 
 MAX_CONFIG_BYTES = 16 << 20
 MAX_SHOWN_CHARS = 1 << 20  # what is kept of a file that could not be parsed

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .files import open_file
+from rundash_core.io.files import open_file
 
 NUL_RUN_BYTES = 64 << 10  # shorter NUL runs are a line's damage (bytes removed), longer ones a hole
 SCAN_BYTES = 1 << 20  # one read of a bounded scan

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from .bytetail import ByteTail
+from rundash_core.io.bytetail import ByteTail
 
 
 @dataclass
@@ -221,8 +221,8 @@ def _line_problems(raw: bytes, line_no: int) -> LineProblems:
 def read_located_object(locator: str, *, sample: str) -> dict:
     """The JSON object of one line, read by its `path:offset:length` locator (one byte range); a
     KeyError naming `sample` when the line cannot be read or holds no object."""
-    from ..frames import parse_line_locator
-    from .files import read_range
+    from rundash_core.frames import parse_line_locator
+    from rundash_core.io.files import read_range
 
     path, offset, length = parse_line_locator(locator)
     try:

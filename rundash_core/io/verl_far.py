@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .. import cache
-from .verl_ends import TAIL_STEPS, LogEnds
-from .verl_steps import last_steps
+from rundash_core import cache
+from rundash_core.io.verl_ends import TAIL_STEPS, LogEnds
+from rundash_core.io.verl_steps import last_steps
 
 FAR_BLOCK = 1 << 20  # bytes read per backwards step
 FAR_BYTES = 64 << 20  # how far before the window one look searches at most

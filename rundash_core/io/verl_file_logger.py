@@ -4,7 +4,7 @@ MetricStore rows the console log gives (`verl_log`): `{"step": N, key: number, â
 """
 from __future__ import annotations
 
-from .jsonl import JsonlTail, Parsed, TailResult
+from rundash_core.io.jsonl import JsonlTail, Parsed, TailResult
 
 NAN = float("nan")
 PRODUCER = "trainer"

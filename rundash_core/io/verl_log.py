@@ -32,11 +32,11 @@ from itertools import repeat
 import numpy as np
 import orjson
 
-from .bytetail import ByteTail
-from .jsonl import LineProblems, TailResult
-from .verl_grammar import parse_console_line
-from .verl_log_lines import CUT_MORE, CUT_NAMED, LocatedProblems, line_start_in  # noqa: F401 (CUT_*: re-exported)
-from .verl_pprint import PPRINT as _PPRINT, read_pprint
+from rundash_core.io.bytetail import ByteTail
+from rundash_core.io.jsonl import LineProblems, TailResult
+from rundash_core.io.verl_grammar import parse_console_line
+from rundash_core.io.verl_log_lines import CUT_MORE, CUT_NAMED, LocatedProblems, line_start_in  # noqa: F401 (CUT_*: re-exported)
+from rundash_core.io.verl_pprint import PPRINT as _PPRINT, read_pprint
 
 BLOCK_BYTES = 1 << 20
 

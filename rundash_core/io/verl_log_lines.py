@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .files import read_range
-from .holes import nul_run
+from rundash_core.io.files import read_range
+from rundash_core.io.holes import nul_run
 
 CUT_NAMED = 8  # problems named one by one before cut metric lines are only counted (CUT_MORE)
 CUT_MORE = "more metric lines cut by other output: not read"

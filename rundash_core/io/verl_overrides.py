@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .verl_grammar import clean_piece
+from rundash_core.io.verl_grammar import clean_piece
 
 HEAD_BYTES = 64 << 10  # the launch commands are looked for in this much of the log's head
 

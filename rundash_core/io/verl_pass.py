@@ -16,8 +16,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .. import cache
-from .holes import nul_run_fd, run_text
+from rundash_core import cache
+from rundash_core.io.holes import nul_run_fd, run_text
 
 BLOCK = 8 << 20  # bytes read per look
 CHECK_BYTES = 64

@@ -8,7 +8,7 @@ import re
 
 import orjson
 
-from .verl_grammar import clean_piece
+from rundash_core.io.verl_grammar import clean_piece
 
 PPRINT = b"validation metrics: {"
 _PPRINT_LINE = re.compile(r"""^\(?(["'])(Initial|Final) validation metrics: (\{.*\})\1\)?$""")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from .valued import has_finite_value
-from .verl_grammar import parse_console_line
+from rundash_core.io.valued import has_finite_value
+from rundash_core.io.verl_grammar import parse_console_line
 
 STEP_AT = re.compile(rb"step:(\d+) - ")
 

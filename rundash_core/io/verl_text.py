@@ -25,9 +25,9 @@ import ast
 import re
 from dataclasses import dataclass
 
-from .files import read_range
-from .verl_grammar import clean_piece
-from .verl_overrides import HEAD_BYTES, HeadConfig, head_config
+from rundash_core.io.files import read_range
+from rundash_core.io.verl_grammar import clean_piece
+from rundash_core.io.verl_overrides import HEAD_BYTES, HeadConfig, head_config
 
 CONFIG_STARTS = ("{'actor_rollout_ref':", "{'data':")
 CONFIG_MAX_BYTES = 4 << 20  # a resolved config print is tens of KB; stop looking after this

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import zstandard
 
-from .. import cache
-from .files import file_id, open_file
+from rundash_core import cache
+from rundash_core.io.files import file_id, open_file
 
 SKIPPABLE_MAGIC = 0x184D2A5E
 SEEKABLE_MAGIC = 0x8F92EAB1

@@ -11,12 +11,12 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from ..io.files import OUTSIDE_ROOTS, allowed_roots, inside_roots, listed_path
-from ..run import Run, RunError
-from . import prime_rl
-from . import relax
-from . import swe_lego_rl
-from . import verl
+from rundash_core.io.files import OUTSIDE_ROOTS, allowed_roots, inside_roots, listed_path
+from rundash_core.run import Run, RunError
+from rundash_core.sources import prime_rl
+from rundash_core.sources import relax
+from rundash_core.sources import swe_lego_rl
+from rundash_core.sources import verl
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ import os
 
 import orjson
 
-from ..frames import Episode, Message, ToolCall
-from ..io.configs import dig
-from ..io.files import file_id
-from . import harbor, harbor_values
+from rundash_core.frames import Episode, Message, ToolCall
+from rundash_core.io.configs import dig
+from rundash_core.io.files import file_id
+from rundash_core.sources import harbor, harbor_values
 
 TRAJECTORY = os.path.join("agent", "trajectory.json")
 _ROLES = {"system": "system", "user": "user", "agent": "assistant"}

@@ -19,12 +19,12 @@ import threading
 
 import pandas as pd
 
-from .. import cache, frames
-from .. import failure_modes as fm
-from .. import validation as val
-from ..io.configs import dig
-from ..io.files import file_id, read_range
-from . import harbor
+from rundash_core import cache, frames
+from rundash_core import failure_modes as fm
+from rundash_core import validation as val
+from rundash_core.io.configs import dig
+from rundash_core.io.files import file_id, read_range
+from rundash_core.sources import harbor
 
 PROXY = "proxy_trajectory.json"
 SDK_LOG = os.path.join("agent", "openhands_sdk.txt")

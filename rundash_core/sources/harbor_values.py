@@ -14,8 +14,8 @@ import re
 import orjson
 import pandas as pd
 
-from ..io.configs import dig
-from ..io.files import FileId, read_range, read_tail
+from rundash_core.io.configs import dig
+from rundash_core.io.files import FileId, read_range, read_tail
 
 MAX_JSON_BYTES = 64 << 20
 TOKEN_KEYS = ("n_input_tokens", "n_output_tokens", "n_cache_tokens")

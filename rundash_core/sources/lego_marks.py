@@ -11,9 +11,9 @@ import os
 import re
 import threading
 
-from .. import cache
-from ..io.bytetail import ByteTail
-from . import harbor
+from rundash_core import cache
+from rundash_core.io.bytetail import ByteTail
+from rundash_core.sources import harbor
 
 CHUNK_BYTES = 16 << 20
 _MARK = re.compile(rb"harbor_trials|test_gen_batch meta info|validate_time|val_map:")

@@ -9,13 +9,13 @@ import os
 import re
 import stat
 
-from .. import cache
-from ..io.configs import dig, load_config_file
-from ..io.files import inside_roots, mtime, read_range, walk_files
-from ..metricstore import MetricStore, empty_tidy, shared_store
-from ..run import Overview, Problem, Run, utc
-from .prime_rl_ends import metrics_ends
-from ..reports import WithReports, list_reports
+from rundash_core import cache
+from rundash_core.io.configs import dig, load_config_file
+from rundash_core.io.files import inside_roots, mtime, read_range, walk_files
+from rundash_core.metricstore import MetricStore, empty_tidy, shared_store
+from rundash_core.run import Overview, Problem, Run, utc
+from rundash_core.sources.prime_rl_ends import metrics_ends
+from rundash_core.reports import WithReports, list_reports
 
 MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
 METRICS_PATHS = ("monitors/file/metrics.jsonl", "metrics.jsonl")
@@ -194,13 +194,13 @@ class PrimeRLRun(Run):
     def validation(self):
         """The eval metrics `eval/<env>/…` (avg@k, pass@k, pass^k, mean reward) per step
         (`rundash_core.validation`)."""
-        from ..validation import metrics_validation, parse_eval_key
+        from rundash_core.validation import metrics_validation, parse_eval_key
 
         return metrics_validation(self.metrics(), parse=parse_eval_key)
 
     def eval_plan(self):
         """Eval episodes expected per env and step: `monitors/file/plan.json` (spec 2.1)."""
-        from ..eval_pane import read_plan
+        from rundash_core.eval_pane import read_plan
 
         return read_plan(self._p("monitors", "file", "plan.json"))[0]
 
@@ -278,7 +278,7 @@ class PrimeRLRun(Run):
 
     def logs(self):
         """Every log file of every attempt (`prime_rl_logs`)."""
-        from .prime_rl_logs import list_logs
+        from rundash_core.sources.prime_rl_logs import list_logs
 
         return list_logs(self.path)
 
@@ -319,12 +319,12 @@ class PrimeRLRun(Run):
         for folder in dict.fromkeys((self._p("configs"), self._config_root(None), self._resolved_dir(), self._p("logs"))):
             if (why := _unlistable(folder)) is not None:
                 out.append(Problem(folder, f"cannot be listed ({why}): its files are not shown"))
-        from ..eval_pane import read_plan  # (plan.json: the eval pane's blocks)
-        from .prime_rl_checks import chunk_problems, config_problems, log_problems
-        from .unreadable import unreadable_problems
-        from .prime_rl_lines import bad_line_problems
-        from .prime_rl_live import live_problems
-        from .prime_rl_traces import deep_record_problems
+        from rundash_core.eval_pane import read_plan  # (plan.json: the eval pane's blocks)
+        from rundash_core.sources.prime_rl_checks import chunk_problems, config_problems, log_problems
+        from rundash_core.sources.unreadable import unreadable_problems
+        from rundash_core.sources.prime_rl_lines import bad_line_problems
+        from rundash_core.sources.prime_rl_live import live_problems
+        from rundash_core.sources.prime_rl_traces import deep_record_problems
 
         out += bad_line_problems(self.path) + deep_record_problems(self.path)  # trace records read so far
         out += config_problems(self._resolved_dir(), self.config_files()) + log_problems(self.logs())
@@ -337,7 +337,7 @@ class PrimeRLRun(Run):
         """One row per episode: from `monitors/file/traces/stream.index.jsonl` (the index files
         only), else the older `rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl`
         (see `prime_rl_traces`)."""
-        from . import prime_rl_traces
+        from rundash_core.sources import prime_rl_traces
 
         if split not in (None, "train", "eval"):
             raise ValueError(f"split must be 'train', 'eval' or None, not {split!r}")
@@ -351,7 +351,7 @@ class PrimeRLRun(Run):
     def episode(self, sample_id: str):
         """One episode record, read at its locator (one seek; a sealed chunk through its seek
         table), annotations folded in; a `live-…` id: the partial trace of an in-flight episode."""
-        from . import prime_rl_live, prime_rl_traces
+        from rundash_core.sources import prime_rl_live, prime_rl_traces
 
         if sample_id.startswith(prime_rl_live.LIVE_PREFIX):
             return prime_rl_live.live_episode(self.path, self.run_id, sample_id)
@@ -359,7 +359,7 @@ class PrimeRLRun(Run):
 
     def live_samples(self):
         """In-flight episodes from `monitors/file/traces/live/` (`prime_rl_live`, spec 5.7)."""
-        from . import prime_rl_live
+        from rundash_core.sources import prime_rl_live
 
         return prime_rl_live.live_samples(self.path)
 

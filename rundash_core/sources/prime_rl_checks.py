@@ -8,14 +8,14 @@ import os
 
 import pandas as pd
 
-from .. import cache
-from ..io import zst_seekable
-from ..io.configs import load_config_file
-from ..io.files import describe_unreadable, file_id
-from ..logs import real_path
-from ..run import Problem
-from .prime_rl_episode import _int
-from .prime_rl_traces import _listdir, _rows, annotation_producers, chunk_path, traces_dir
+from rundash_core import cache
+from rundash_core.io import zst_seekable
+from rundash_core.io.configs import load_config_file
+from rundash_core.io.files import describe_unreadable, file_id
+from rundash_core.logs import real_path
+from rundash_core.run import Problem
+from rundash_core.sources.prime_rl_episode import _int
+from rundash_core.sources.prime_rl_traces import _listdir, _rows, annotation_producers, chunk_path, traces_dir
 
 
 def config_problems(resolved: str, listed: list[str]) -> list[Problem]:

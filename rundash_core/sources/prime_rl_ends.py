@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 
-from ..io.files import open_file, read_range
-from ..io.holes import content_end
-from ..io.valued import has_finite_value
+from rundash_core.io.files import open_file, read_range
+from rundash_core.io.holes import content_end
+from rundash_core.io.valued import has_finite_value
 
 RESERVED = ("step", "time", "_timestamp", "producer")
 

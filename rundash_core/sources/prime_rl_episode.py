@@ -8,7 +8,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .. import frames
+from rundash_core import frames
 
 TOKEN_COLUMNS = {"logprobs": "logprob", "advantages": "advantage", "reference_logprobs": "reference_logprob",
                  "trainer_logprobs": "trainer_logprob", "entropies": "entropy", "is_masked": "is_masked",

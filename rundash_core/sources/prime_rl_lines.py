@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import orjson
 import zstandard
 
-from .. import cache
-from ..io import zst_seekable
-from ..io.bytetail import CHECKPOINT_BYTES, only_grew
-from ..io.files import file_id, open_file, read_range
-from ..io.holes import line_end, nul_run_fd, run_text, size_text
-from ..run import Problem
+from rundash_core import cache
+from rundash_core.io import zst_seekable
+from rundash_core.io.bytetail import CHECKPOINT_BYTES, only_grew
+from rundash_core.io.files import file_id, open_file, read_range
+from rundash_core.io.holes import line_end, nul_run_fd, run_text, size_text
+from rundash_core.run import Problem
 
 MAX_LINE = 64 << 20  # a record line read by its offset is at most this long (else: not complete)
 READ_AHEAD = 16 << 20  # a wrong next offset must not read gigabytes: the rest goes line-wise

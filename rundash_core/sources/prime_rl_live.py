@@ -21,12 +21,12 @@ import time
 import orjson
 import pandas as pd
 
-from .. import cache, frames
-from ..run import Problem
-from ..io.files import file_id, open_file
-from ..io.holes import data_until, nul_run_fd, run_text
-from .prime_rl_episode import _d, _int, _l, _num, message, to_episode
-from .prime_rl_traces import _rows, traces_dir
+from rundash_core import cache, frames
+from rundash_core.run import Problem
+from rundash_core.io.files import file_id, open_file
+from rundash_core.io.holes import data_until, nul_run_fd, run_text
+from rundash_core.sources.prime_rl_episode import _d, _int, _l, _num, message, to_episode
+from rundash_core.sources.prime_rl_traces import _rows, traces_dir
 
 LIVE_PREFIX = "live-"
 PENDING_PREFIX = "live-p-"

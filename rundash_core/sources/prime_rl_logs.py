@@ -14,9 +14,9 @@ import re
 
 import pandas as pd
 
-from .. import frames
-from ..io.files import walk_files
-from ..logs import ROUTER_SUFFIX, file_row
+from rundash_core import frames
+from rundash_core.io.files import walk_files
+from rundash_core.logs import ROUTER_SUFFIX, file_row
 
 _ATTEMPT = re.compile(r"^attempt_(\d+)$")
 _MASTERS = {"trainer.log": "trainer", "orchestrator.log": "orchestrator", "inference.log": "inference",

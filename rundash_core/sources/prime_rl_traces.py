@@ -31,13 +31,13 @@ import re
 import orjson
 import pandas as pd
 
-from .. import cache, episode_ids, frames
-from ..io import zst_seekable
-from ..io.jsondepth import DEEP_MARK, is_too_deep, loads_shallow
-from ..io.files import file_id, shown_path
-from ..run import Problem, RunError
-from .prime_rl_episode import _d, _int, _l, _num, to_episode
-from .prime_rl_lines import TornRecord, objects as _objects, read_record_line
+from rundash_core import cache, episode_ids, frames
+from rundash_core.io import zst_seekable
+from rundash_core.io.jsondepth import DEEP_MARK, is_too_deep, loads_shallow
+from rundash_core.io.files import file_id, shown_path
+from rundash_core.run import Problem, RunError
+from rundash_core.sources.prime_rl_episode import _d, _int, _l, _num, to_episode
+from rundash_core.sources.prime_rl_lines import TornRecord, objects as _objects, read_record_line
 
 TRACES = ("monitors", "file", "traces")
 PRODUCER_ORDER = ("orch", "trainer")  # folding order across producers (ship facts, then trainer values)
@@ -291,7 +291,7 @@ def samples(run_path: str) -> pd.DataFrame:
     """The episodes of the newest layout present (spec 9's traces checklist); without a stream
     index, those of the older layouts and of a verifiers eval run's `traces.jsonl` (spec 5.8,
     `prime_rl_variants`)."""
-    from .prime_rl_variants import eval_samples, legacy_samples
+    from rundash_core.sources.prime_rl_variants import eval_samples, legacy_samples
 
     folder = traces_dir(run_path)
     if file_id(os.path.join(folder, "stream.index.jsonl")) is not None:
@@ -330,7 +330,7 @@ def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sampl
     if row.get("step") is not None:
         row["step"] = int(row["step"])
     plain, offset, length = frames.parse_line_locator(row["locator"])
-    from .prime_rl_variants import is_legacy, legacy_episode
+    from rundash_core.sources.prime_rl_variants import is_legacy, legacy_episode
 
     if is_legacy(plain):  # a pre-Jul-9 rollout dict: shown raw
         return legacy_episode(run_id, row)

@@ -19,12 +19,12 @@ import re
 import orjson
 import pandas as pd
 
-from .. import frames
-from ..io.files import file_id
-from ..io.jsonl import read_located_object
-from .prime_rl_episode import _d, _int, _l, _num
-from .prime_rl_lines import objects as _objects
-from .prime_rl_traces import _STEP_DIR, _listdir, summarize
+from rundash_core import frames
+from rundash_core.io.files import file_id
+from rundash_core.io.jsonl import read_located_object
+from rundash_core.sources.prime_rl_episode import _d, _int, _l, _num
+from rundash_core.sources.prime_rl_lines import objects as _objects
+from rundash_core.sources.prime_rl_traces import _STEP_DIR, _listdir, summarize
 
 EVAL_TRACES = "traces.jsonl"
 LEGACY_FILE = re.compile(r"^(train|eval)_rollouts.*\.jsonl$")

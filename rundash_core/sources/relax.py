@@ -37,13 +37,13 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .. import cache, episode_ids, frames
-from ..io.files import FileId, describe_unreadable, file_id, read_range, shown_path
-from ..io.jsonl import LineProblems, parse_jsonl_bytes
-from ..metricblock import TidyLog
-from ..run import Overview, Problem, Run, utc
-from .relax_file import INT64_MAX, PRODUCERS, UNREADABLE, StepFile, parse_step_file
-from .relax_file import summarize  # noqa: F401 (API)
+from rundash_core import cache, episode_ids, frames
+from rundash_core.io.files import FileId, describe_unreadable, file_id, read_range, shown_path
+from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
+from rundash_core.metricblock import TidyLog
+from rundash_core.run import Overview, Problem, Run, utc
+from rundash_core.sources.relax_file import INT64_MAX, PRODUCERS, UNREADABLE, StepFile, parse_step_file
+from rundash_core.sources.relax_file import summarize  # noqa: F401 (API)
 
 SAMPLE_COLUMNS = tuple(frames.SAMPLES)
 
@@ -194,7 +194,7 @@ class RelaxRun(Run):
 
     def validation(self) -> pd.DataFrame:
         """Eval rows by dataset per step (`eval/N.jsonl`): mean score and share solved."""
-        from ..validation import samples_validation
+        from rundash_core.validation import samples_validation
 
         return samples_validation(self.samples(split="eval"))
 
@@ -278,7 +278,7 @@ class RelaxRun(Run):
             out.append(Problem(self.result_dir, "no rollout files yet (train/ and eval/ hold no {rollout_id}.jsonl)"))
         for k in kept:
             out += [Problem(k.path, what, n, line or None) for what, n, line in k.problems]
-        from .unreadable import unreadable_problems
+        from rundash_core.sources.unreadable import unreadable_problems
         return out + unreadable_problems([self.result_dir], out)
 
 

@@ -12,9 +12,9 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..io.files import open_file
-from ..io.holes import line_end, nul_run_fd, run_text, size_text
-from ..io.jsonl import LineProblems, parse_jsonl_bytes
+from rundash_core.io.files import open_file
+from rundash_core.io.holes import line_end, nul_run_fd, run_text, size_text
+from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
 
 PRODUCERS = {"train": "rollout", "eval": "eval"}
 STATUSES = ("completed", "truncated", "aborted", "failed", "pending")

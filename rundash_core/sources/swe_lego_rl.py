@@ -34,15 +34,15 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from .. import cache, episode_ids, frames
-from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots
-from ..run import Overview, Problem, utc
-from . import harbor
-from . import harbor_steps, harbor_val
-from .harbor_episode import trial_episode
-from .lego_marks import LogMarks, log_marks  # noqa: F401 (LogMarks: part of this module's surface)
-from .verl import VerlRun
-from .verl_summary import is_log_name, log_digest, stem
+from rundash_core import cache, episode_ids, frames
+from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots
+from rundash_core.run import Overview, Problem, utc
+from rundash_core.sources import harbor
+from rundash_core.sources import harbor_steps, harbor_val
+from rundash_core.sources.harbor_episode import trial_episode
+from rundash_core.sources.lego_marks import LogMarks, log_marks  # noqa: F401 (LogMarks: part of this module's surface)
+from rundash_core.sources.verl import VerlRun
+from rundash_core.sources.verl_summary import is_log_name, log_digest, stem
 
 KIND = "swe-lego-rl"
 PROBE_BYTES = 16 << 10  # detection searches this much of the head and of the tail (io.verl_ends.FIRST_BYTES)
@@ -315,5 +315,5 @@ class SweLegoRLRun(VerlRun):
         out += [Problem(d, "exp dir holds no step_* folders yet") for d in exp_dirs if d not in have]
         out += [Problem(os.path.join(d, n), "not a step_<number> folder (at most 18 digits): left out")
                 for d in exp_dirs for n in harbor.odd_step_names(d)]
-        from .unreadable import unreadable_problems
+        from rundash_core.sources.unreadable import unreadable_problems
         return out + unreadable_problems(exp_dirs, out)

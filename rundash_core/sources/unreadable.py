@@ -5,8 +5,8 @@ opened has no lines), so without this the run looked complete. Every kind names 
 """
 from __future__ import annotations
 
-from ..io.files import shown_path, unreadable_below
-from ..run import Problem
+from rundash_core.io.files import shown_path, unreadable_below
+from rundash_core.run import Problem
 
 
 def unreadable_problems(roots: list[str], known: list[Problem] = ()) -> list[Problem]:

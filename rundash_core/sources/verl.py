@@ -18,19 +18,19 @@ import os
 
 import pandas as pd
 
-from .. import cache
-from ..io.files import file_id, read_range, shown_path
-from ..io.verl_file_logger import FileLoggerTail
-from ..io.verl_log import VerlLogTail
-from ..io.verl_pass import LogPass, log_pass
-from ..io.verl_overrides import HEAD_BYTES
-from ..io.verl_text import HEAD, ConfigPrint, config_at
-from ..metricstore import MetricStore, empty_tidy, shared_store
-from ..run import Overview, Problem, Run, utc
-from . import verl_dumps
-from .verl_summary import LOG_SUFFIXES, Digest, _stamp_seconds, file_logger_last_step, is_file_logger, log_digest, stem
-from .verl_summary import val_sources
-from .verl_summary import SKIP_SUFFIXES, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
+from rundash_core import cache
+from rundash_core.io.files import file_id, read_range, shown_path
+from rundash_core.io.verl_file_logger import FileLoggerTail
+from rundash_core.io.verl_log import VerlLogTail
+from rundash_core.io.verl_pass import LogPass, log_pass
+from rundash_core.io.verl_overrides import HEAD_BYTES
+from rundash_core.io.verl_text import HEAD, ConfigPrint, config_at
+from rundash_core.metricstore import MetricStore, empty_tidy, shared_store
+from rundash_core.run import Overview, Problem, Run, utc
+from rundash_core.sources import verl_dumps
+from rundash_core.sources.verl_summary import LOG_SUFFIXES, Digest, _stamp_seconds, file_logger_last_step, is_file_logger, log_digest, stem
+from rundash_core.sources.verl_summary import val_sources
+from rundash_core.sources.verl_summary import SKIP_SUFFIXES, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
 
 KIND = "verl"
 
@@ -84,7 +84,7 @@ class VerlRun(Run):
 
     def logs(self):
         """The console log, and its `<exp>_vllm.log` sidecar when there is one (`verl_logs`)."""
-        from .verl_logs import list_logs
+        from rundash_core.sources.verl_logs import list_logs
 
         return list_logs(self.log_path())
 
@@ -143,7 +143,7 @@ class VerlRun(Run):
     def validation(self):
         """The logged val keys (`val-core`/`val-aux`, legacy `val/test_score`, SFT `val/loss`) per
         step, parsed by `rundash_core.validation` (spec 9)."""
-        from ..validation import metrics_validation
+        from rundash_core.validation import metrics_validation
 
         return metrics_validation(self.metrics())
 

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 import orjson
 import pandas as pd
 
-from .. import cache, episode_ids, frames
-from ..io.bytetail import ByteTail
-from ..io.configs import dig
-from ..io.files import OUTSIDE_ROOTS, file_id, inside_roots, is_dir
-from ..io.jsonl import LineProblems, read_located_object
-from ..run import Problem
-from .relax_file import _rows as jsonl_rows
+from rundash_core import cache, episode_ids, frames
+from rundash_core.io.bytetail import ByteTail
+from rundash_core.io.configs import dig
+from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots, is_dir
+from rundash_core.io.jsonl import LineProblems, read_located_object
+from rundash_core.run import Problem
+from rundash_core.sources.relax_file import _rows as jsonl_rows
 
 SPLITS = ("train", "val")
 SETTINGS = {"train": "trainer.rollout_data_dir", "val": "trainer.validation_data_dir"}

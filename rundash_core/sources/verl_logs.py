@@ -6,10 +6,10 @@ import os
 
 import pandas as pd
 
-from .. import frames
-from ..io.files import file_id
-from ..logs import file_row
-from .verl_summary import stem
+from rundash_core import frames
+from rundash_core.io.files import file_id
+from rundash_core.logs import file_row
+from rundash_core.sources.verl_summary import stem
 
 
 def list_logs(log_path: str | None) -> pd.DataFrame:

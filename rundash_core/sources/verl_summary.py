@@ -15,20 +15,20 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
-from .. import cache
-from ..io.bytetail import SETTLE_S
-from ..io.files import file_id, open_file, read_range
-from ..io.jsonl import LineProblems, parse_jsonl_bytes
-from ..io.valued import has_finite_value
-from ..io.verl_file_logger import logger_row
-from ..io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
+from rundash_core import cache
+from rundash_core.io.bytetail import SETTLE_S
+from rundash_core.io.files import file_id, open_file, read_range
+from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
+from rundash_core.io.valued import has_finite_value
+from rundash_core.io.verl_file_logger import logger_row
+from rundash_core.io.verl_ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
                             head_search, quick_head, quick_tail, stamp_in)
-from ..io.verl_far import far_steps
-from ..io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
-from ..io.verl_steps import first_step
-from ..logtext import GLOG_RECORD
-from ..io.verl_overrides import HEAD_BYTES as OVERRIDE_BYTES, head_config
-from . import harbor
+from rundash_core.io.verl_far import far_steps
+from rundash_core.io.verl_grammar import PROGRESS, SFT_STEPS, clean_piece
+from rundash_core.io.verl_steps import first_step
+from rundash_core.logtext import GLOG_RECORD
+from rundash_core.io.verl_overrides import HEAD_BYTES as OVERRIDE_BYTES, head_config
+from rundash_core.sources import harbor
 
 LOG_SUFFIXES = (".log", ".out")
 SKIP_SUFFIXES = ("_vllm.log", "_train_gpu_wandb.log", "_server.out")

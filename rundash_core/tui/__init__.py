@@ -31,9 +31,9 @@ def main(argv: list[str]) -> int:
     except ImportError:
         print(INSTALL_HINT, file=sys.stderr)
         return 2
-    from ..io import files
-    from ..settings import allowed_roots
-    from .highlight import compile_mask
+    from rundash_core.io import files
+    from rundash_core.settings import allowed_roots
+    from rundash_core.tui.highlight import compile_mask
 
     dirs = [os.path.abspath(os.path.expanduser(d)) for d in args.dirs]
     missing = [d for d in dirs if not os.path.exists(d)]
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
         print(f"rundash tui: --mask-str: {error}", file=sys.stderr)
         return 2
     files.set_roots(allowed_roots(dirs))
-    from .app import RundashApp
+    from rundash_core.tui.app import RundashApp
 
     RundashApp(dirs, mask=mask).run()
     return 0

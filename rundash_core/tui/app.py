@@ -16,15 +16,15 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 
-from ..discover import scan
-from ..runs_table import filter_runs
-from ..sources import open_run
-from ..user_regex import UserPattern
-from .highlight import Doc
-from .panes import LogsPane, MetricsPane
-from .richtext import to_text
-from .samples import SamplesPane
-from .views import card_doc, failure, run_rows
+from rundash_core.discover import scan
+from rundash_core.runs_table import filter_runs
+from rundash_core.sources import open_run
+from rundash_core.user_regex import UserPattern
+from rundash_core.tui.highlight import Doc
+from rundash_core.tui.panes import LogsPane, MetricsPane
+from rundash_core.tui.richtext import to_text
+from rundash_core.tui.samples import SamplesPane
+from rundash_core.tui.views import card_doc, failure, run_rows
 
 REFRESH_S = 10.0  # the runs list, the open card and a running run's open tab are re-read this often
 LAYOUT = """

@@ -9,14 +9,14 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
-from .. import frames
-from ..charts.series import series_index
-from ..logview import follow_lines
-from ..user_regex import compile_user_pattern
-from .highlight import Doc
-from .plots import column_plot, format_value, metric_rows, sparkline
-from .richtext import to_text
-from .views import failure, filter_log_lines, log_levels, logs_doc
+from rundash_core import frames
+from rundash_core.charts.series import series_index
+from rundash_core.logview import follow_lines
+from rundash_core.user_regex import compile_user_pattern
+from rundash_core.tui.highlight import Doc
+from rundash_core.tui.plots import column_plot, format_value, metric_rows, sparkline
+from rundash_core.tui.richtext import to_text
+from rundash_core.tui.views import failure, filter_log_lines, log_levels, logs_doc
 
 TREND_WIDTH = 24
 LOG_TAIL = 1000

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..charts.sections import sections_for
-from ..charts.series import SeriesIndex, X_STEP
+from rundash_core.charts.sections import sections_for
+from rundash_core.charts.series import SeriesIndex, X_STEP
 
 BARS = "▁▂▃▄▅▆▇█"
 EIGHTHS = " ▁▂▃▄▅▆▇█"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from .highlight import Doc, clean
+from rundash_core.tui.highlight import Doc, clean
 
 STYLE = {
     "heading": "bold underline", "role": "bold cyan", "label": "bold", "special": "cyan",

@@ -7,13 +7,13 @@ import json
 
 import pandas as pd
 
-from ..frames import Episode, Message
-from ..logview import ESTIMATED_LEGEND, any_estimated, time_labels
-from ..present import fold_list, format_duration, format_time, step_headline, text_or
-from ..run import Overview, resumes_text, trainer_names
-from ..trajectory import pretty_arguments, tool_calls_by_id
-from ..user_regex import UserPattern, compile_user_pattern
-from .highlight import Doc
+from rundash_core.frames import Episode, Message
+from rundash_core.logview import ESTIMATED_LEGEND, any_estimated, time_labels
+from rundash_core.present import fold_list, format_duration, format_time, step_headline, text_or
+from rundash_core.run import Overview, resumes_text, trainer_names
+from rundash_core.trajectory import pretty_arguments, tool_calls_by_id
+from rundash_core.user_regex import UserPattern, compile_user_pattern
+from rundash_core.tui.highlight import Doc
 
 RUN_COLUMNS = ("run", "kind", "status", "step", "updated")
 FIELDS = {"info": "Sample info", "prompt": "Prompt", "response": "Response", "rewards": "Rewards",
