@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import re
 from pathlib import Path
 
@@ -103,6 +104,52 @@ def test_link_check_sees_links():
     pages = {f"docs/{p.name}" for p in DOCS.glob("*.md")}
     assert "docs/screenshot.png" in targets
     assert pages and pages <= targets, f"docs pages the README does not link: {sorted(pages - targets)}"
+
+
+# Names the docs give -----------------------------------------------------------------------------
+CODE_NAME = re.compile(r"`(rundash_core(?:[/.][A-Za-z_][A-Za-z0-9_]*)+(?:\.py|/)?)")
+
+
+def _resolves_in_code(name: str) -> bool:
+    """`rundash_core/x/y.py` (or a folder) exists; `rundash_core.x.y[.attr]` imports and has the attr."""
+    if "/" in name:
+        return (REPO / name).exists()
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_modules_and_files_the_docs_name_exist():
+    """A module, file or attribute of rundash_core the README or docs/ names is there (a move
+    updates the docs)."""
+    named = {(doc.relative_to(REPO), m) for doc in doc_files() for m in CODE_NAME.findall(doc.read_text(encoding="utf-8"))}
+    assert len(named) > 10
+    missing = sorted(f"{doc}: {name}" for doc, name in named if not _resolves_in_code(name))
+    assert not missing, "\n".join(missing)
+
+
+def test_notebook_chart_example_runs(demo_runs, monkeypatch):
+    """docs/notebook.md's chart example draws a demo run's first section."""
+    import plotly.graph_objects as go
+
+    import rundash_core as rd
+
+    block = next(b for b in fenced_blocks((DOCS / "notebook.md").read_text(encoding="utf-8"), "python")
+                 if "section_charts" in b)
+    monkeypatch.setattr(go.Figure, "show", lambda self, *a, **k: None)  # no browser
+    folder, runs = demo_runs
+    scope = {"run": rd.open_run(runs.path[0])}
+    exec(compile(block, "docs/notebook.md", "exec"), scope)
+    assert scope["charts"] and len(scope["charts"][0].frame()) > 0
 
 
 # Environment variables ---------------------------------------------------------------------------
