@@ -292,6 +292,7 @@ def test_every_url_parameter_is_documented():
 # Format spec citations ---------------------------------------------------------------------------
 CITE = re.compile(r"(?:\b(" + "|".join(KINDS) + r")\s+)?\bspecs?\s+§?(\d+(?:\.\d+)?)(?![\d.]*\d)", re.I)
 NAMED_SPEC = re.compile(r"formats/(" + "|".join(KINDS) + r")\.md")
+FILE_CITE = re.compile(r"formats/(" + "|".join(KINDS) + r")\.md`?,?\s+(?:sections?\s+)?(\d+(?:\.\d+)?)(?![\d.]*\d)")
 
 
 def spec_sections(kind: str) -> dict[str, str]:
@@ -327,12 +328,13 @@ def module_kind(path: Path, text: str) -> str | None:
 
 
 def citations() -> list[tuple[str, str | None, str, str]]:
-    """(file:line, kind, number, the citation as written) for every "spec N.N" in the code."""
+    """(file:line, kind, number, the citation as written) for every "spec N.N" in the code, and
+    every section number given after a formats file's name."""
     out = []
     for f in code_files():
         text = f.read_text(encoding="utf-8")
         default = module_kind(f, text)
-        for m in CITE.finditer(text):
+        for m in [*CITE.finditer(text), *FILE_CITE.finditer(text)]:  # "spec N.N"; "formats/verl.md` section 11"
             line = text.count("\n", 0, m.start()) + 1
             out.append((f"{f.relative_to(REPO)}:{line}", (m.group(1) or "").lower() or default, m.group(2), m.group(0)))
     return out
