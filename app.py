@@ -15,7 +15,7 @@ import streamlit as st
 if __name__ != "__main__":  # imported by `streamlit run` to find its ASGI app
     from starlette.middleware import Middleware
 
-    from rundash_core.deep_links import DeepLinkMiddleware
+    from rundash_core.serve.deep_links import DeepLinkMiddleware
 
     app = st.App(__file__, middleware=[Middleware(DeepLinkMiddleware,
                                                   base_path=lambda: st.get_option("server.baseUrlPath") or "")])

@@ -8,9 +8,11 @@ import streamlit as st
 
 from pages import _transcript, _ui
 from pages._charts import PLOTLY_CONFIG
-from rundash_core import timeline, trajectory as tj, trajectory_charts
+from rundash_core.views import timeline
+from rundash_core.views import trajectory as tj
+from rundash_core.views import trajectory_charts
 from rundash_core.frames import Episode
-from rundash_core.present import format_duration, is_absent
+from rundash_core.views.display_text import format_duration, is_absent
 
 VIEWS = {"transcript": "Transcript", "timeline": "Timeline", "tools": "Tools"}
 

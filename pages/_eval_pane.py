@@ -1,7 +1,7 @@
 """The eval pane of the Validation page (prime-rl spec 8.2): eval blocks' progress from the run's
 plan, avg@k / pass@k tiles per env, a beeswarm of episode rewards per env, usage and timing.
 
-Shown for any run with eval episodes or an eval plan; all numbers come from `rundash_core.eval_pane`.
+Shown for any run with eval episodes or an eval plan; all numbers come from `rundash_core.views.eval_pane`.
 """
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import streamlit as st
 
 from pages import _ui
 from pages._charts import PLOTLY_CONFIG
-from rundash_core import eval_pane as ep
+from rundash_core.views import eval_pane as ep
 from rundash_core import frames
-from rundash_core.present import ABSENT, md_code, md_escape, table_height
+from rundash_core.views.display_text import ABSENT, md_code, md_escape, table_height
 
 
 def eval_pane(run, validation) -> None:

@@ -1,14 +1,14 @@
 """The Trajectory page's token views of one episode: Per-token (coloured spans for one overlay,
 a legend, hover values), Rendered (the recorded token ids decoded) and the raw token table.
 
-The span and legend HTML come from `rundash_core.tokens`, which escapes every token string; run
+The span and legend HTML come from `rundash_core.views.tokens`, which escapes every token string; run
 text shown here goes through st.code or `md_escape`.
 """
 import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from rundash_core import tokens as tk
+from rundash_core.views import tokens as tk
 
 TABLE_ROWS = 2000
 NOTES_SHOWN = 20

@@ -12,8 +12,8 @@ import streamlit as st
 from pages import _ui
 from rundash_core import ai
 from rundash_core import streamlit_cache as sc
-from rundash_core.health import Signals, health
-from rundash_core.present import md_code, md_escape
+from rundash_core.health.checks import Signals, health
+from rundash_core.views.display_text import md_code, md_escape
 
 run = _ui.current_run()
 if run is None:

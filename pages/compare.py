@@ -9,7 +9,7 @@ from rundash_core.charts.aliases import alias_table
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, run_series_frame
 from rundash_core.compare import (config_diff, default_runs, group_band, group_labels, missing_configs,
                                   read_config, read_each, runs_summary, summary)
-from rundash_core.present import ABSENT, md_code, md_escape, short_labels, shortened, table_height
+from rundash_core.views.display_text import ABSENT, md_code, md_escape, short_labels, shortened, table_height
 
 ALIGN = {"step": "step", "time": "relative wall time", "fraction": "fraction of run"}
 NAME_WIDTH = 30  # run names in table cells and headers; longer ones are shortened in the middle

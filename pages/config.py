@@ -2,7 +2,7 @@
 import streamlit as st
 
 from pages import _ui
-from rundash_core.configview import compile_search, opens_by_default, shown_config
+from rundash_core.views.config_search import compile_search, opens_by_default, shown_config
 
 run = _ui.page_run("Config")
 attempts = run.attempts()

@@ -5,9 +5,9 @@ import streamlit as st
 
 from pages import _ui
 from pages._charts import text_width
-from rundash_core.checkin import checkin_markdown
-from rundash_core.health import VERDICTS, Signals, findings_frame, health, health_state
-from rundash_core.present import table_height
+from rundash_core.health.checkin import checkin_markdown
+from rundash_core.health.checks import VERDICTS, Signals, findings_frame, health, health_state
+from rundash_core.views.display_text import table_height
 
 STATE_COLOR = {"Healthy": "green", "Degraded": "orange", "Stopped": "gray", "Stalled": "red", "Down": "red"}
 FINDING_COLUMNS = ["severity", "message", "steps", "area", "rule", "metric"]  # what is read first, long keys last

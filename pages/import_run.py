@@ -3,8 +3,8 @@
 import streamlit as st
 
 from pages import _ui
-from rundash_core import importer
-from rundash_core.present import md_code, md_escape
+from rundash_core.safety import importer
+from rundash_core.views.display_text import md_code, md_escape
 
 _ui.ensure_app_ran()
 roots = list(st.session_state.get("_roots", ()))

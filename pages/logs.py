@@ -2,14 +2,14 @@
 regex, level and Ray actor, following a running run, paging back with "Load older".
 
 URL: `?run=&attempt=&comp=&mode=&filter=&level=`. Lines are read by byte ranges
-(`rundash_core.logs`) and shown as escaped HTML with their colours (`rundash_core.logview`).
+(`rundash_core.logs.reading`) and shown as escaped HTML with their colours (`rundash_core.logs.view`).
 """
 import streamlit as st
 
 from pages import _ui
 from pages._charts import url_widget
-from rundash_core import logview
-from rundash_core.logtext import levels_at_least
+from rundash_core.logs import view as logview
+from rundash_core.logs.line import levels_at_least
 
 FOLLOW_S = 2.0
 TAILS = (500, 1000, 5000)

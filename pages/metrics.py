@@ -8,7 +8,7 @@ from rundash_core.charts.keytree import key_tree
 from rundash_core.charts.sections import covered_keys, sections_for
 from rundash_core.charts.series import X_STEP, X_TIME
 from rundash_core.charts.view import ESTIMATED_NOTE, key_groups, metric_charts, metrics_index, section_charts, x_choices
-from rundash_core.present import md_code, md_escape
+from rundash_core.views.display_text import md_code, md_escape
 
 MAX_CHARTS_PER_GROUP = 40
 TREE_DEPTH = 3  # train → env → all/effective; deeper paths share their level-3 heading

@@ -2,8 +2,8 @@
 import streamlit as st
 
 from pages import _ui
-from rundash_core.present import ABSENT, format_time, shortened, table_height
-from rundash_core.runs_table import RUNS_TABLE_COLUMNS, filter_runs
+from rundash_core.views.display_text import ABSENT, format_time, shortened, table_height
+from rundash_core.views.runs_table import RUNS_TABLE_COLUMNS, filter_runs
 
 PATH_WIDTH, MODEL_WIDTH = 48, 32  # characters shown; longer values are shortened in the middle
 TABLE_ROWS = 20  # the runs list shows this many runs whole, then scrolls

@@ -1,5 +1,5 @@
 """Reports: the run's `reports/*.md`, listed by title and rendered as Markdown made safe by
-`rundash_core.reports` (no HTML, no script links, no remote images), with its citations of steps
+`rundash_core.views.reports` (no HTML, no script links, no remote images), with its citations of steps
 and episodes linked to the Trajectory and Metrics pages.
 
 URL: `?run=&report=<name>`.
@@ -8,8 +8,8 @@ import streamlit as st
 
 from pages import _ui
 from pages._charts import url_widget
-from rundash_core import reports as rp
-from rundash_core.present import format_time
+from rundash_core.views import reports as rp
+from rundash_core.views.display_text import format_time
 
 run = _ui.page_run("Reports", needs="reports", without="This run has no reports (`reports/*.md` in its folder).")
 listing = _ui.read_or_stop(run.reports, f"the reports of {run.run_id}")

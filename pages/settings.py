@@ -5,8 +5,9 @@ from pathlib import Path
 import streamlit as st
 
 from pages import _ui
-from rundash_core import cache, settings, tokenizer_files
-from rundash_core.present import md_code
+from rundash_core import cache, settings
+from rundash_core.views import tokenizer_files
+from rundash_core.views.display_text import md_code
 
 _ui.ensure_app_ran()
 dirs = _ui.all_dirs(st.session_state["_dirs"])

@@ -12,8 +12,10 @@ import streamlit as st
 
 from pages import _episode, _tokens, _ui
 from pages._charts import PLOTLY_CONFIG, live_paused, url_widget
-from rundash_core import episode_ids, trajectory as tj, trajectory_charts
-from rundash_core.present import ABSENT, table_height
+from rundash_core import episode_ids
+from rundash_core.views import trajectory as tj
+from rundash_core.views import trajectory_charts
+from rundash_core.views.display_text import ABSENT, table_height
 
 ID_COLUMNS, ID_PX = tj.ID_COLUMNS, 160  # (the order: tj.table_columns; long ids cut to ID_PX, whole in the cell)
 LIVE_COLUMNS = ["sample_id", "status", "env", "split", "step", "group_id", "task_id", "turns", "output_tokens",

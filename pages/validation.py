@@ -9,10 +9,10 @@ import streamlit as st
 
 from pages import _eval_pane, _ui
 from pages._charts import PLOTLY_CONFIG, url_widget
-from rundash_core import failure_modes as fm
-from rundash_core import validation as val
-from rundash_core import validation_charts as vc
-from rundash_core.present import ABSENT, md_code, table_height
+from rundash_core.sources.swe_lego_rl import failure_modes as fm
+from rundash_core.views import validation as val
+from rundash_core.views import validation_charts as vc
+from rundash_core.views.display_text import ABSENT, md_code, table_height
 
 WHY = ("**Val Score, not reward.** Validation is graded pass/fail by the verifier on held-out tasks; "
        "reward is the training signal, from a different grader. Reading one as the other is how a "

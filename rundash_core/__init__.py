@@ -6,14 +6,14 @@
     run.metrics()          # tidy: step, time, metric, value, producer
     run.samples()          # one row per sample; run.episode(sample_id) -> rd.Episode
 
-Every reader hides secrets (`rundash_core.gate`); `rd.open_run(path, reveal=True)` shows raw values.
+Every reader hides secrets (`rundash_core.safety.gate`); `rd.open_run(path, reveal=True)` shows raw values.
 """
 from rundash_core import frames
 from rundash_core.discover import discover, list_runs
 from rundash_core.frames import Episode, Message, ToolCall
 from rundash_core.run import CAPABILITIES, KINDS, Overview, Problem, Run, RunError
 from rundash_core.sources import open_run
-from rundash_core.health import Finding
+from rundash_core.health.checks import Finding
 from rundash_core.ai import analysis_context, analyze
 
 __all__ = ["discover", "list_runs", "open_run", "Run", "Overview", "Problem", "RunError", "KINDS", "CAPABILITIES",

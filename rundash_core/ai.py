@@ -21,13 +21,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator, Mapping
 
-from rundash_core import inert_markdown
-from rundash_core.gate import gated
-from rundash_core.health import Signals, health, health_state
-from rundash_core.health_rules import val_series
-from rundash_core.present import format_duration, format_time, shorten, text_or
+from rundash_core.safety import inert_markdown
+from rundash_core.safety.gate import gated
+from rundash_core.health.checks import Signals, health, health_state
+from rundash_core.health.rules import val_series
+from rundash_core.views.display_text import format_duration, format_time, shorten, text_or
 from rundash_core.run import resumes_text, trainer_names
-from rundash_core.summary import key_metrics, metric_summary
+from rundash_core.views.key_numbers import key_metrics, metric_summary
 
 ENV_BASE_URL, ENV_API_KEY, ENV_MODEL = "OPENAI_BASE_URL", "OPENAI_API_KEY", "RUNDASH_AI_MODEL"
 DEFAULT_BUDGET_TOKENS = 6000

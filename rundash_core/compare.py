@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from rundash_core.present import ABSENT, utf8_text  # ABSENT: how an absent value reads in a table or a legend
+from rundash_core.views.display_text import ABSENT, utf8_text  # ABSENT: how an absent value reads in a table or a legend
 
 SUMMARY_COLUMNS = ["run", "metric", "producer", "last", "min", "max", "better", "best", "step_of_best", "steps"]
 BAND_COLUMNS = ["group", "x", "mean", "std", "n"]

@@ -29,7 +29,7 @@ import pandas as pd
 from rundash_core import cache, sources
 from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots, seed_file_id, shown_path, stat_memo
 from rundash_core.run import Overview, Run, RunError, summary_fields
-from rundash_core.sources.verl_summary import stem
+from rundash_core.sources.verl.overview import stem
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated",
            "model", "attempts", "flavor", "train_envs", "eval_envs", "project", "experiment", "duration_s",

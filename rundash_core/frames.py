@@ -47,7 +47,7 @@ VALIDATION = {
     "n": "Int64",              # how many samples the statistic is over (NA: not known)
     "core": "boolean",         # a headline number (verl val-core) rather than an auxiliary one
 }
-VAL_COT = {                     # per val event, over one fixed cohort of tasks (rundash_core.validation)
+VAL_COT = {                     # per val event, over one fixed cohort of tasks (rundash_core.views.validation)
     "event": "str", "step": "Int64",
     "cot_ratio": "float64",           # mean over tasks of cot_chars / resp_chars
     "cot_ratio_weighted": "float64",  # Σ cot_chars / Σ resp_chars

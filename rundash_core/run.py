@@ -23,7 +23,7 @@ import pandas as pd
 
 from rundash_core import frames
 from rundash_core.frames import Episode
-from rundash_core.gate import GATED, gate_method, inside
+from rundash_core.safety.gate import GATED, gate_method, inside
 from rundash_core.io.files import shown_path
 
 KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
@@ -183,7 +183,7 @@ class Run(abc.ABC):
     """Base class of every source's run: the abstract readers, and the defaults every kind shares
     (empty frames of the right schema for what a kind does not have).
 
-    The one gate (`rundash_core.gate`): every reader in `gate.GATED` (samples, episode, logs,
+    The one gate (`rundash_core.safety.gate`): every reader in `gate.GATED` (samples, episode, logs,
     configs, reports, problems, ...) answers with secrets hidden, in every subclass too (wrapped
     here, in `__init_subclass__`), so no surface can read run text around it. `reveal=True` (or
     `rd.open_run(path, reveal=True)`) is a notebook's explicit opt-in to raw values;
@@ -315,8 +315,8 @@ class Run(abc.ABC):
         return frames.empty(frames.EVAL_PLAN)
 
     def health(self, now: float | None = None) -> list:
-        """Rule-based health findings (`rundash_core.health`: list of `Finding`), from the frames."""
-        from rundash_core.health import run_health
+        """Rule-based health findings (`rundash_core.health.checks`: list of `Finding`), from the frames."""
+        from rundash_core.health.checks import run_health
 
         return run_health(self, now=now)
 
@@ -330,8 +330,8 @@ class Run(abc.ABC):
                  seen: dict | None = None, actors: list[str] | None = None) -> pd.DataFrame:
         """Lines of the given log files, merged by time (`frames.LOG_LINES`); `before`/`after`
         page older / follow appended bytes (`seen`: the last read's `versions`, to tell a replaced
-        file), `actors` keeps Ray actors' lines (`rundash_core.logs`)."""
-        from rundash_core.logs import read_log
+        file), `actors` keeps Ray actors' lines (`rundash_core.logs.reading`)."""
+        from rundash_core.logs.reading import read_log
 
         listing = self.logs()
         return read_log(listing, paths, tail=tail, before=before, after=after, seen=seen, pattern=pattern,
@@ -339,13 +339,13 @@ class Run(abc.ABC):
 
     # Reports -------------------------------------------------------------------------------------
     def reports(self) -> pd.DataFrame:
-        """The run's reports (`frames.REPORTS`; prime-rl: `reports/*.md`, `rundash_core.reports`)."""
+        """The run's reports (`frames.REPORTS`; prime-rl: `reports/*.md`, `rundash_core.views.reports`)."""
         return frames.empty(frames.REPORTS)
 
     def report(self, name: str):
         """One report of `reports()` by name (`reports.Report`: title, front matter, body; an
         unreadable one says why in `error`), secrets hidden by the gate; KeyError when not listed."""
-        from rundash_core.reports import read_report
+        from rundash_core.views.reports import read_report
 
         listing = self.reports()
         rows = listing[listing["name"] == name]

@@ -11,7 +11,7 @@ import pandas as pd
 
 from secret_corpus import SPELLINGS
 
-from rundash_core.present import md_escape
+from rundash_core.views.display_text import md_escape
 
 
 def _forms(secret: str) -> list[bytes]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from rundash_core.user_regex import compile_user_pattern
+from rundash_core.safety.user_regex import compile_user_pattern
 
 @dataclass
 class Node:

@@ -1,4 +1,4 @@
-"""Plotly figures of the rollout panels (`rundash_core.rollouts` frames in, figures out)."""
+"""Plotly figures of the rollout panels (`rundash_core.views.rollouts` frames in, figures out)."""
 from __future__ import annotations
 
 import pandas as pd

@@ -13,10 +13,10 @@ from typing import Callable
 
 from rundash_core.io.files import OUTSIDE_ROOTS, allowed_roots, inside_roots, listed_path
 from rundash_core.run import Run, RunError
-from rundash_core.sources import prime_rl
-from rundash_core.sources import relax
-from rundash_core.sources import swe_lego_rl
-from rundash_core.sources import verl
+from rundash_core.sources.prime_rl import run as prime_rl
+from rundash_core.sources.relax import run as relax
+from rundash_core.sources.swe_lego_rl import run as swe_lego_rl
+from rundash_core.sources.verl import run as verl
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def runs_among(entries: list[os.DirEntry]) -> dict[str, type[Run]]:
 
 def open_run(path: str | os.PathLike, run_id: str | None = None, *, reveal: bool = False) -> Run:
     """Open a run (directory or file) of any supported kind; RunError says why when it is not.
-    Its readers hide secrets (`rundash_core.gate`); `reveal=True`: raw values, for a notebook."""
+    Its readers hide secrets (`rundash_core.safety.gate`); `reveal=True`: raw values, for a notebook."""
     path = listed_path(os.path.abspath(os.fspath(path)))  # a non-UTF-8 name as the listing shows it
     if not os.path.lexists(path):
         raise RunError(f"{path}: no such file or directory")

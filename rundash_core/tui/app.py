@@ -17,9 +17,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 
 from rundash_core.discover import scan
-from rundash_core.runs_table import filter_runs
+from rundash_core.views.runs_table import filter_runs
 from rundash_core.sources import open_run
-from rundash_core.user_regex import UserPattern
+from rundash_core.safety.user_regex import UserPattern
 from rundash_core.tui.highlight import Doc
 from rundash_core.tui.panes import LogsPane, MetricsPane
 from rundash_core.tui.richtext import to_text

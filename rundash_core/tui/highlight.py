@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rundash_core.user_regex import UserPattern, compile_user_pattern
+from rundash_core.safety.user_regex import UserPattern, compile_user_pattern
 
 # The Relax TUI's default `--mask-str`: long runs of multimodal placeholder tokens become `*`s.
 DEFAULT_MASK = r"<\|image_pad\|>|<\|imgpad\|>|<\|audio_comp_pad\|>"

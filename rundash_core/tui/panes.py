@@ -11,8 +11,8 @@ from textual.widgets.selection_list import Selection
 
 from rundash_core import frames
 from rundash_core.charts.series import series_index
-from rundash_core.logview import follow_lines
-from rundash_core.user_regex import compile_user_pattern
+from rundash_core.logs.view import follow_lines
+from rundash_core.safety.user_regex import compile_user_pattern
 from rundash_core.tui.highlight import Doc
 from rundash_core.tui.plots import column_plot, format_value, metric_rows, sparkline
 from rundash_core.tui.richtext import to_text

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from rundash_core.bench import charts as bench
-from rundash_core.bench import metrics_data as md
-from rundash_core.bench.__main__ import main
+from benchmarks import charts as bench
+from benchmarks import metrics_data as md
+from benchmarks.__main__ import main
 
 
 def test_measure_builds_every_section_and_fifty_filtered_keys(tmp_path):

@@ -6,8 +6,8 @@ import json
 import os
 import re
 
-from rundash_core.bench import discovery as bench
-from rundash_core.bench.__main__ import main
+from benchmarks import discovery as bench
+from benchmarks.__main__ import main
 
 
 def test_generated_logs_and_contenders(tmp_path):
@@ -28,7 +28,7 @@ def test_verify_catches_a_wrong_step(tmp_path, monkeypatch):
     bench.build_logs(str(tmp_path / "logs"), 4, 0.2)
     import dataclasses
 
-    from rundash_core.sources.verl import VerlRun
+    from rundash_core.sources.verl.run import VerlRun
 
     real = VerlRun.overview  # what discovery builds a verl row from
     monkeypatch.setattr(VerlRun, "overview", lambda self, now=None: dataclasses.replace(

@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from rundash_core.bench import pages as bench
-from rundash_core.bench.__main__ import main
+from benchmarks import pages as bench
+from benchmarks.__main__ import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 

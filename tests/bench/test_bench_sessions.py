@@ -10,8 +10,8 @@ from urllib.parse import quote
 
 import pytest
 
-from rundash_core.bench import sessions as bench
-from rundash_core.bench.__main__ import main
+from benchmarks import sessions as bench
+from benchmarks.__main__ import main
 
 CHROMIUM = "/usr/bin/chromium"
 

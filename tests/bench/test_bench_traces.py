@@ -10,8 +10,8 @@ import orjson
 import zstandard
 
 import rundash_core as rd
-from rundash_core.bench import traces as bench
-from rundash_core.bench.__main__ import main
+from benchmarks import traces as bench
+from benchmarks.__main__ import main
 from rundash_core.io import zst_seekable
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from helpers import DATA
-from rundash_core.bench import verl as bench
-from rundash_core.bench.__main__ import main
-from rundash_core.io.verl_log import VerlLogTail
+from benchmarks import verl as bench
+from benchmarks.__main__ import main
+from rundash_core.sources.verl.metric_log import VerlLogTail
 
 SAMPLES = DATA / "verl"
 

@@ -2,7 +2,7 @@
 browser console error, no failed request and no 4xx/5xx response: at the server root and under
 `--base-path /rundash`, both started by `rundash` itself. Streamlit's frontend alone probes
 /<page>/_stcore/health and /<page>/_stcore/host-config first (two 404s); `app.py` (its ASGI app) tells it where
-the server is (`rundash_core.deep_links`)."""
+the server is (`rundash_core.serve.deep_links`)."""
 from __future__ import annotations
 
 import shutil
@@ -12,7 +12,7 @@ from urllib.parse import quote, urlparse
 import pytest
 from playwright.sync_api import expect
 
-from rundash_core import deep_links
+from rundash_core.serve import deep_links
 from test_browser import browser  # noqa: F401 (browser: the module-scoped Chromium)
 from test_browser_offline import launched_rundash, nav_pages
 

@@ -53,7 +53,7 @@ def launched_rundash(base: Path, args: list[str], *, cwd: Path | None = None):
         env.pop(k, None)
     log_path = base / f"launcher-{port}.log"
     log = log_path.open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.cli", *args, "--port", str(port)], cwd=cwd, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.serve.cli", *args, "--port", str(port)], cwd=cwd, env=env,
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 90

@@ -27,7 +27,7 @@ from secret_corpus import SPELLINGS
 
 import rundash_core as rd
 from rundash_core import cache
-from rundash_core.present import md_escape
+from rundash_core.views.display_text import md_escape
 
 ROOT = REPO
 SURFACES = ("API", "pages", "browser", "terminal view", "CLI", "AI context", "downloads")
@@ -51,7 +51,7 @@ def episodes_to_open(run) -> list[str]:
 # Surfaces -----------------------------------------------------------------------------------------
 def api_text(run) -> str:
     """Everything the library answers about a run, in default (non-reveal) use."""
-    from rundash_core.tokens import episode_token_view
+    from rundash_core.views.tokens import episode_token_view
 
     parts = [run.overview(), run.metrics(), run.config(), run.configs(), run.problems(), run.steps(),
              run.validation(), run.val_cot(), run.failure_modes(), run.eval_plan(), run.health(), run.live_samples()]
@@ -181,7 +181,7 @@ def terminal_text(path: str) -> str:
 
 
 def cli_text(path: str) -> str:
-    from rundash_core import cli
+    from rundash_core.serve import cli
 
     out = []
     for argv in (["status", path, "--json"], ["status", path], ["check-in", path]):

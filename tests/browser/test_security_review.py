@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import NEW_RUN, copy_run, REPO
-from rundash_core import importer
+from rundash_core.safety import importer
 from rundash_core.io import files
 from rundash_core.settings import check_added_dir
 

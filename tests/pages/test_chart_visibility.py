@@ -15,9 +15,9 @@ import pytest
 
 import rundash_core as rd
 from helpers import NEW_METRICS, NEW_RUN, copy_run, open_page
-from rundash_core import eval_pane as ep
-from rundash_core import validation as val
-from rundash_core import validation_charts as vc
+from rundash_core.views import eval_pane as ep
+from rundash_core.views import validation as val
+from rundash_core.views import validation_charts as vc
 from rundash_core.charts.downsample import MAX_POINTS
 from rundash_core.charts.figures import ChartOptions
 from rundash_core.charts.series import X_FRACTION, X_STEP, X_TIME, SeriesIndex, series_index

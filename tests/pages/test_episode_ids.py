@@ -131,7 +131,7 @@ def test_deep_links_carry_the_writer_id_and_old_links_open(monkeypatch):
 
 
 def test_a_report_citing_the_writer_id_links_to_the_episode():
-    from rundash_core import reports
+    from rundash_core.views import reports
 
     run = rd.open_run(TRACES_RUN)
     samples = run.samples()
@@ -173,7 +173,7 @@ def test_failure_mode_links_carry_the_trial_name_and_open_that_episode(monkeypat
 
 
 def test_the_sample_table_shows_values_first_and_the_episode_id_first_of_the_ids():
-    from rundash_core import trajectory as tj
+    from rundash_core.views import trajectory as tj
 
     columns = tj.table_columns(rd.open_run(TRACES_RUN).samples().columns)
     assert columns[:3] == ["reward", "advantage", "status"]
@@ -182,7 +182,7 @@ def test_the_sample_table_shows_values_first_and_the_episode_id_first_of_the_ids
 
 
 def test_the_trajectory_page_orders_its_table_by_table_columns(monkeypatch):
-    from rundash_core import trajectory as tj
+    from rundash_core.views import trajectory as tj
 
     runs = rd.discover([TRACES_RUN.parent])
     run_id = runs[runs["path"] == str(TRACES_RUN)]["run_id"].iloc[0]

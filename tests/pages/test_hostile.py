@@ -57,7 +57,7 @@ def test_a_huge_step_costs_that_row_only(hostile):
 
 
 def test_a_line_of_two_million_keys_is_not_two_million_metrics(tmp_path, monkeypatch):
-    from rundash_core import metricstore
+    from rundash_core.metrics import store as metricstore
     from rundash_core.io import jsonl
 
     run_dir = copy_run(NEW_RUN, tmp_path)
@@ -78,7 +78,7 @@ def test_an_unforeseen_reader_failure_is_a_message_naming_the_run(monkeypatch, d
     """Any exception while a page renders becomes a message naming the run, never Streamlit's
     error page; error details stay hidden from browsers (.streamlit/config.toml)."""
     from helpers import open_page
-    from rundash_core.sources.prime_rl import PrimeRLRun
+    from rundash_core.sources.prime_rl.run import PrimeRLRun
 
     folder, runs = demo_runs
     run_id = runs[runs["kind"] == "prime-rl"]["run_id"].iloc[0]

@@ -16,7 +16,7 @@ import rundash_core as rd
 from helpers import DATA, app_pages, copy_run, open_page
 from rundash_core import ai
 from rundash_core.io.files import set_roots
-from rundash_core.present import md_escape
+from rundash_core.views.display_text import md_escape
 
 PRIME = DATA / "prime-rl" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 TRACES = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"

@@ -19,7 +19,7 @@ from rundash_core.charts.units import unit_of
 from rundash_core.charts.series import X_STEP, Series, SeriesIndex, series_index
 from rundash_core.charts.view import (compare_chart, matched_keys, panel_chart, panel_charts, scale_label,
                                       section_charts, split_by_magnitude, typical_size)
-from rundash_core.present import is_absent, short_labels, shorten, table_height, text_or
+from rundash_core.views.display_text import is_absent, short_labels, shorten, table_height, text_or
 
 LEGO = DATA / "lego" / "logs" / "qwen3-8b-swegym-gspo-async-r1.log"  # a real async SWE-Lego-RL log
 AGENT_LOOP = "timing_s/agent_loop"

@@ -12,8 +12,9 @@ import pandas as pd
 
 import rundash_core as rd
 from helpers import DATA, copy_run, open_page
-from rundash_core import rollouts as ro, trajectory as tj
-from rundash_core.sources import harbor_steps
+from rundash_core.views import rollouts as ro
+from rundash_core.views import trajectory as tj
+from rundash_core.sources.swe_lego_rl import harbor_steps
 from test_pages_compare import charts
 from test_pages_metrics import _values as decode
 

@@ -22,10 +22,10 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from rundash_core.cli_status import status_dict
+from rundash_core.serve.cli_status import status_dict
 from rundash_core.compare import runs_summary
-from rundash_core.io import verl_pass
-from rundash_core.present import format_duration, format_time, step_headline, text_or
+from rundash_core.sources.verl import whole_pass as verl_pass
+from rundash_core.views.display_text import format_duration, format_time, step_headline, text_or
 from rundash_core.run import resumes_text
 from rundash_core.tui.views import card_doc
 
@@ -182,12 +182,12 @@ def test_the_real_cli_prints_the_summary(tmp_path):
     log = tmp_path / "dq_math_resumed.log"
     shutil.copy(RESUMED, log)
     env = {k: v for k, v in os.environ.items() if k != "RUNDASH_ROOTS"}
-    out = subprocess.run([sys.executable, "-m", "rundash_core.cli", "status", str(log), "--json"],
+    out = subprocess.run([sys.executable, "-m", "rundash_core.serve.cli", "status", str(log), "--json"],
                          capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     shown, ov = from_fields(json.loads(out.stdout)["run"]), from_overview(rd.open_run(log).overview())
     assert shown == ov and shown["name"] == "dq_math_resumed" and shown["resumes"] == "1 (resumed from step 20)"
-    text = subprocess.run([sys.executable, "-m", "rundash_core.cli", "status", str(log)], capture_output=True,
+    text = subprocess.run([sys.executable, "-m", "rundash_core.serve.cli", "status", str(log)], capture_output=True,
                           text=True, timeout=300, env=env).stdout
     assert f"duration {ov['duration']}" in text and "duration n/a" not in text
     assert "verl_gpg_example_gsm8k_math · qwen2_7b_function_rm" in text  # the trainer's names, second

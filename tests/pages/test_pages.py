@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 import rundash_core as rd
 from helpers import app_pages, open_page, DATA, REPO
 from rundash_core import cache
-from rundash_core.configview import compile_search, prune
-from rundash_core.present import format_time, md_escape
+from rundash_core.views.config_search import compile_search, prune
+from rundash_core.views.display_text import format_time, md_escape
 
 ROOT = REPO
 PAGES = app_pages()

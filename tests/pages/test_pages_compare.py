@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 import rundash_core as rd
 from helpers import open_page
 from rundash_core.compare import config_diff, default_runs
-from rundash_core.present import md_code, table_height
+from rundash_core.views.display_text import md_code, table_height
 
 
 
@@ -119,7 +119,7 @@ def test_run_name_filter_keeps_the_chosen_runs_visible(monkeypatch, demo_runs):
 
 def test_unreadable_configs_are_named_not_called_identical(monkeypatch, demo_runs):
     """A PPO and a GRPO run whose configs cannot be read used to give "The configs are identical."."""
-    from rundash_core.sources.verl import VerlRun
+    from rundash_core.sources.verl.run import VerlRun
 
     def broken(self):
         raise OSError("config went away")

@@ -7,7 +7,7 @@ import re
 import time
 
 import rundash_core as rd
-from rundash_core import logs
+from rundash_core.logs import reading as logs
 
 from helpers import make_rl_run, open_page
 

@@ -190,7 +190,7 @@ def test_a_rerun_shows_rows_appended_since_the_last_one(monkeypatch, tmp_path):
 
 
 def test_a_reader_failure_is_a_message_not_a_traceback(monkeypatch, demo_runs):
-    from rundash_core.sources.relax import RelaxRun
+    from rundash_core.sources.relax.run import RelaxRun
 
     def broken(self):
         raise OSError("disk went away")

@@ -1,4 +1,4 @@
-"""The Trajectory page through AppTest on the demo runs, and its helpers (`rundash_core.trajectory`)."""
+"""The Trajectory page through AppTest on the demo runs, and its helpers (`rundash_core.views.trajectory`)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,9 @@ import pytest
 
 import rundash_core as rd
 from helpers import open_page, REPO
-from rundash_core import frames, trajectory as tj, transcript_markup as tm
+from rundash_core import frames
+from rundash_core.views import trajectory as tj
+from rundash_core.views import transcript_markup as tm
 from rundash_core.frames import Message, ToolCall
 
 PAGE = "pages/trajectory.py"
@@ -157,7 +159,7 @@ def test_markup_in_a_transcript_stays_text(monkeypatch, tmp_path):
     from rundash_core import demo
 
     assert "unsafe_allow_html" not in (ROOT / PAGE).read_text()
-    assert "unsafe_allow_html" not in (ROOT / "rundash_core" / "trajectory.py").read_text()
+    assert "unsafe_allow_html" not in (ROOT / "rundash_core" / "views" / "trajectory.py").read_text()
     folder = demo.ensure_demo(tmp_path / "demo")
     runs = rd.discover([folder])
     run_id, run = _run(runs, "relax")
@@ -186,7 +188,7 @@ def test_markup_in_a_transcript_stays_text(monkeypatch, tmp_path):
     assert all("<script>" not in c.value or "`<script>`" in c.value for c in at.caption)
 
 
-# rundash_core.trajectory ---------------------------------------------------------------------------
+# rundash_core.views.trajectory ---------------------------------------------------------------------------
 def _samples() -> pd.DataFrame:
     return frames.typed([
         {"sample_id": "a", "split": "train", "step": 1, "env": "m", "reward": 0.5, "advantage": 0.1,

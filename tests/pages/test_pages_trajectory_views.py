@@ -9,7 +9,7 @@ from pathlib import Path
 
 import rundash_core as rd
 from helpers import open_page
-from rundash_core import trajectory as tj
+from rundash_core.views import trajectory as tj
 from test_pages_trajectory import PAGE, ROOT, XSS, _codes, _run, _table
 
 

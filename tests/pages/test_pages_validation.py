@@ -12,8 +12,9 @@ import pytest
 
 import rundash_core as rd
 from helpers import DATA, open_page
-from rundash_core import episode_ids, validation as val
-from rundash_core import validation_charts as vc
+from rundash_core import episode_ids
+from rundash_core.views import validation as val
+from rundash_core.views import validation_charts as vc
 
 PAGE = "pages/validation.py"
 EXP = "qwen3-8b-swegym-gspo-async-r1"
@@ -159,7 +160,7 @@ def test_eval_pane_on_the_sample_prime_rl_run(monkeypatch, tmp_path):
     """The shipped prime-rl sample (metrics + plan.json) with its traces: blocks' progress from the
     plan, avg@k / pass@k tiles, the rewards beeswarm, usage and timing."""
     from helpers import NEW_NAME, NEW_RUN, copy_run
-    from rundash_core import eval_pane as ep
+    from rundash_core.views import eval_pane as ep
 
     run_dir = copy_run(NEW_RUN, tmp_path / "out")
     shutil.copytree(DATA / "prime-rl-traces" / NEW_NAME / "monitors" / "file" / "traces",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import rundash_core as rd
 from helpers import open_page
-from rundash_core import transcript_markup as tm
+from rundash_core.views import transcript_markup as tm
 from rundash_core.frames import Message, ToolCall
 from test_pages_trajectory import PAGE
 

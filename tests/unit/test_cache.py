@@ -158,7 +158,7 @@ def test_a_given_size_or_cache_size_skips_the_deep_walk(monkeypatch):
 
 def test_discovery_entry_estimates_track_the_deep_size():
     import glob
-    from rundash_core.sources.verl_summary import digest_size, log_digest
+    from rundash_core.sources.verl.overview import digest_size, log_digest
 
     logs = sorted(glob.glob("tests/data/verl/**/*.log", recursive=True))
     assert logs
@@ -194,7 +194,7 @@ def test_a_small_limit_costs_loads_not_memory(tmp_path, monkeypatch):
     import gc
 
     import rundash_core as rd
-    from rundash_core.bench import metrics_data as md
+    from benchmarks import metrics_data as md
 
     def rss_mb() -> float:
         with open("/proc/self/status") as fh:

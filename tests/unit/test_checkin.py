@@ -1,4 +1,4 @@
-"""The monitor-run check-in entry (`rundash_core.checkin`) and the Health page that shows it."""
+"""The monitor-run check-in entry (`rundash_core.health.checkin`) and the Health page that shows it."""
 from __future__ import annotations
 
 import re
@@ -9,9 +9,9 @@ import pandas as pd
 
 import rundash_core as rd
 from helpers import open_page, snapshot
-from rundash_core.checkin import checkin_markdown, run_checkin
-from rundash_core.health import HEALTH_STATES, health, health_state
-from rundash_core.present import format_duration, md_code
+from rundash_core.health.checkin import checkin_markdown, run_checkin
+from rundash_core.health.checks import HEALTH_STATES, health, health_state
+from rundash_core.views.display_text import format_duration, md_code
 from test_health import T0, DT, noise, signals
 
 HEADER = re.compile(r"^## \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$")
@@ -137,8 +137,8 @@ def _prime_eval(avg: list[float], pass1: list[float], pass2: list[float]):
 
 
 def test_eval_is_the_validation_headline_statistic_and_val_drop_reads_it():
-    from rundash_core import validation as val
-    from rundash_core.checkin import eval_text
+    from rundash_core.views import validation as val
+    from rundash_core.health.checkin import eval_text
 
     frame = _prime_eval([0.5, 0.833333, 0.75], [0.5, 0.833333, 0.75], [0.75, 1.0, 1.0])
     s = signals({"optim/grad_norm": noise(20, 1.0)}, validation=frame)

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from helpers import NEW_RUN, OLD_RUN, copy_run, DATA
-from rundash_core import cli, guided, instances, launch
+from rundash_core.serve import cli
+from rundash_core.serve import guided
+from rundash_core.serve import instances
+from rundash_core.serve import launch
 
 
 
@@ -183,7 +186,7 @@ def test_guided_start_asks_and_does_not_start_without_an_answer(tmp_path):
     copy_run(NEW_RUN, tmp_path / "outputs")
     env = {**os.environ, "RUNDASH_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("RUNDASH_DIRS", None)
-    res = subprocess.run([sys.executable, "-m", "rundash_core.cli", "--port", str(_free_port())], cwd=tmp_path,
+    res = subprocess.run([sys.executable, "-m", "rundash_core.serve.cli", "--port", str(_free_port())], cwd=tmp_path,
                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert res.returncode == 1
     assert str(tmp_path / "outputs") in res.stdout and "Proceed?" in res.stdout
@@ -192,7 +195,7 @@ def test_guided_start_asks_and_does_not_start_without_an_answer(tmp_path):
 
 
 def test_help_lists_the_commands_and_the_server_options():
-    res = subprocess.run([sys.executable, "-m", "rundash_core.cli", "--help"], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "rundash_core.serve.cli", "--help"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     for verb in cli.VERBS:  # every verb the CLI dispatches, one line each saying what it does
@@ -234,7 +237,7 @@ def test_a_started_server_listens_on_loopback_only(tmp_path):
     port = _free_port()
     env = {**os.environ, "RUNDASH_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("RUNDASH_DIRS", None)
-    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.cli", str(out), "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.serve.cli", str(out), "--port", str(port)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         text = ""

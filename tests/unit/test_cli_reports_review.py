@@ -17,7 +17,9 @@ import pandas as pd
 import pytest
 
 from helpers import NEW_RUN, copy_run, make_rl_run
-from rundash_core import instances, launch, reports
+from rundash_core.serve import instances
+from rundash_core.serve import launch
+from rundash_core.views import reports
 from test_cli import _free_port, _plan
 from rundash_core.io import files
 
@@ -199,7 +201,7 @@ def test_a_server_that_dies_at_start_says_so_with_its_last_lines(tmp_path, capsy
 def test_sigterm_stops_the_server_and_leaves_no_instance_entry(tmp_path):
     out, cache = copy_run(NEW_RUN, tmp_path / "outputs").parent, tmp_path / "cache"
     env = {**os.environ, "RUNDASH_CACHE_DIR": str(cache)}
-    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.cli", str(out), "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.serve.cli", str(out), "--host", "127.0.0.1",
                              "--port", str(_free_port())], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

@@ -1,5 +1,5 @@
 """`rundash status RUN_DIR [--json]` and `rundash check-in RUN_DIR` on the demo runs: through a real
-subprocess (`python -m rundash_core.cli`) and through `cli.main`; the JSON follows its schema."""
+subprocess (`python -m rundash_core.serve.cli`) and through `cli.main`; the JSON follows its schema."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,9 @@ import sys
 import pytest
 
 import rundash_core as rd
-from rundash_core import cli
-from rundash_core.cli_status import STATUS_SCHEMA
-from rundash_core.health import AREAS, HEALTH_STATES, SEVERITIES, health_state
+from rundash_core.serve import cli
+from rundash_core.serve.cli_status import STATUS_SCHEMA
+from rundash_core.health.checks import AREAS, HEALTH_STATES, SEVERITIES, health_state
 from test_checkin import fields
 
 FINDING_KEYS = {"severity", "area", "rule", "metric", "step_start", "step_end", "message", "evidence"}
@@ -20,7 +20,7 @@ FINDING_KEYS = {"severity", "area", "rule", "metric", "step_start", "step_end", 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "RUNDASH_ROOTS"}
-    return subprocess.run([sys.executable, "-m", "rundash_core.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rundash_core.serve.cli", *args], capture_output=True, text=True,
                           timeout=300, env=env)
 
 
@@ -105,6 +105,6 @@ def test_a_run_with_bad_lines_still_reports(tmp_path, capsys):
 
 
 def test_terminal_output_shows_no_control_characters():
-    from rundash_core.cli_status import printable
+    from rundash_core.serve.cli_status import printable
 
     assert printable("reward\x1b[31m/mean\x07 ok\nnext\tcol") == "reward?[31m/mean? ok\nnext\tcol"

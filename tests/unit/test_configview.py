@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from rundash_core.configview import (MISSING, compile_search, filter_text, language_for, prune, render,
+from rundash_core.views.config_search import (MISSING, compile_search, filter_text, language_for, prune, render,
                                      search_config)
-from rundash_core.runs_table import filter_runs
+from rundash_core.views.runs_table import filter_runs
 from rundash_core.settings import allowed_roots, check_added_dir, startup_dirs
 from helpers import NEW_RUN, OLD_RUN, copy_run
 
@@ -216,7 +216,7 @@ def test_startup_dirs_and_roots(tmp_path):
 
 
 # the budget: a huge one-line config never reaches the browser whole --------------------------------
-from rundash_core.configview import CONTEXT, MAX_LINE, MAX_MATCHES, shown_config, within_budget  # noqa: E402
+from rundash_core.views.config_search import CONTEXT, MAX_LINE, MAX_MATCHES, shown_config, within_budget  # noqa: E402
 
 BIG_LINE = "python train.py " + " ".join(f"--model.layer{i}=qwen-{i:07d}" for i in range(40_000))  # ~1.2 MB
 SEEN = rx("qwen").count(BIG_LINE)  # a search reads a line's first MAX_INPUT_CHARS (1 MB): fewer than 40,000
@@ -258,6 +258,6 @@ def test_config_page_sends_a_bounded_text_for_a_huge_one_line_config(monkeypatch
     assert not at.exception
     sent = [c.value for c in at.code]
     assert sent and sum(map(len, sent)) < 300_000 and any("qwen-0000001" in c for c in sent)
-    from rundash_core.present import md_escape
+    from rundash_core.views.display_text import md_escape
 
     assert any(md_escape(f"showing {MAX_MATCHES} of {SEEN:,}+ matches") in c.value for c in at.caption)

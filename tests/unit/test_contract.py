@@ -164,7 +164,7 @@ def test_unknown_producer_names_the_producers():
 def test_pages_and_cli_never_branch_on_kind():
     root = REPO
     core = root / "rundash_core"
-    terminal = [*core.glob("cli*.py"), core / "launch.py", *core.glob("tui*.py"), *core.glob("tui/*.py")]
+    terminal = [*core.glob("serve/*.py"), *core.glob("tui/*.py")]
     for f in [*root.joinpath("pages").glob("*.py"), root / "app.py", *terminal]:
         text = f.read_text()
         assert ".kind ==" not in text and ".kind !=" not in text and "kind in (" not in text, f.name

@@ -213,8 +213,8 @@ def _logs(folder, n, t=1_800_000_000.0):
 
 
 def _no_reads(monkeypatch):
-    from rundash_core.io import verl_text
-    from rundash_core.sources import verl_summary
+    from rundash_core.sources.verl import config_text as verl_text
+    from rundash_core.sources.verl import overview as verl_summary
 
     def fail(*a, **k):
         raise AssertionError("discover read a log")
@@ -304,7 +304,7 @@ def test_warm_discover_reuses_rows_until_an_entry_changes(tmp_path, monkeypatch)
 
 
 def test_quick_head_searches_the_config_print_and_falls_back():
-    from rundash_core.io.verl_ends import config_start, quick_head
+    from rundash_core.sources.verl.ends import config_start, quick_head
 
     cfg = (b"{'actor_rollout_ref': {'model': {'path': 'org/actor'}},\n 'critic': {'model': {'path': 'org/critic'}},\n"
            b" 'trainer': {'experiment_name': 'exp-a', 'total_training_steps': 12}}\n")
@@ -325,7 +325,7 @@ def test_quick_head_searches_the_config_print_and_falls_back():
 def test_digest_reads_on_only_where_a_field_is_not_in_the_first_bytes(tmp_path):
     """16 KiB of each end first; the last step further up, a config print behind many `{` and
     past 64 KiB, and a file logger the config names are still found (by reading on)."""
-    from rundash_core.sources.verl_summary import read_digest
+    from rundash_core.sources.verl.overview import read_digest
 
     noise = b"(WorkerDict pid=2) {'not': 'the config'} " + b"x" * 60 + b"\n"
     cfg = (b"(TaskRunner pid=1) {'actor_rollout_ref': {'model': {'path': 'org/actor'}},\n"
@@ -347,7 +347,7 @@ def test_digest_reads_on_only_where_a_field_is_not_in_the_first_bytes(tmp_path):
 def test_digest_without_a_config_total_reads_the_head_window(tmp_path):
     """max_steps: the config's total, else the tail's tqdm total, else the head's (searched in the
     first 64 KiB), else the SFT step count; the tail's final-validation print."""
-    from rundash_core.sources.verl_summary import read_digest
+    from rundash_core.sources.verl.overview import read_digest
 
     bar = b"Training Progress:   0%|          | 0/210 [00:00<?, ?it/s]\n"
     filler = b"(TaskRunner pid=1) step:%d - a:1.0\n"
@@ -366,7 +366,7 @@ def test_final_validation_found_around_the_last_step_line(tmp_path):
     summary (the tail widens for the step line), and printed just before a last validation-only
     line whose start sits near the 16 KiB window's start (early-2025 order): each is found, as
     the full parse finds it; a print far before the last step line (a later resume) is not."""
-    from rundash_core.sources.verl_summary import read_digest
+    from rundash_core.sources.verl.overview import read_digest
 
     steps = b"".join(b"(TaskRunner pid=1) step:%d - actor/pg_loss:0.1 - critic/score/mean:0.5\n" % i
                      for i in range(1, 2000))

@@ -2,7 +2,7 @@
 import os
 
 from rundash_core.io.files import shown_path
-from rundash_core.present import md_code, utf8_text
+from rundash_core.views.display_text import md_code, utf8_text
 
 
 def test_a_non_utf8_name_reads_as_its_byte_in_both_helpers(tmp_path):

@@ -1,4 +1,4 @@
-"""The eval pane (`rundash_core.eval_pane`, prime-rl spec 8.2) on the shipped prime-rl sample run:
+"""The eval pane (`rundash_core.views.eval_pane`, prime-rl spec 8.2) on the shipped prime-rl sample run:
 its metrics and plan (`tests/data/prime-rl`) joined with its traces (`tests/data/prime-rl-traces`)
 into one run dir, references read with json.loads."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 import rundash_core as rd
 from helpers import DATA, NEW_NAME, NEW_RUN, copy_run
-from rundash_core import eval_pane as ep
+from rundash_core.views import eval_pane as ep
 
 
 @pytest.fixture

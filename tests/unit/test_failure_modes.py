@@ -1,4 +1,4 @@
-"""Failure modes of val tasks (`rundash_core.failure_modes`, `sources/harbor_val.py`; swe-lego-rl.md
+"""Failure modes of val tasks (`rundash_core.sources.swe_lego_rl.failure_modes`, `sources/harbor_val.py`; swe-lego-rl.md
 section 8): the rules in order, the sample dumps against a reading with json.load, a built trial
 with an OpenHands-SDK log and a gold patch, and reading only what the rules need."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 import rundash_core as rd
 from helpers import copy_run
-from rundash_core import failure_modes as fm
+from rundash_core.sources.swe_lego_rl import failure_modes as fm
 from rundash_core import frames
-from rundash_core import validation_charts as vc
+from rundash_core.views import validation_charts as vc
 from test_validation import EXP, VAL_DATA, VAL_LOG, VAL_TRIALS, _ref_cohort, _ref_first_copies, _reward
 
 
@@ -106,7 +106,7 @@ def test_failure_events_on_request():
 
 
 def test_failure_modes_read_the_agent_record_only_where_rules_1_to_3_do_not_decide(monkeypatch):
-    from rundash_core.sources import harbor
+    from rundash_core.sources.swe_lego_rl import harbor
 
     opened = []
     real = harbor.load_json_object

@@ -1,4 +1,4 @@
-"""The one gate (`rundash_core.gate`): every reader of every kind answers with no planted secret,
+"""The one gate (`rundash_core.safety.gate`): every reader of every kind answers with no planted secret,
 a revealing run (`open_run(path, reveal=True)`) shows them, multi-line secrets in logs and secrets
 split over tokens are hidden, and nested readers gate once."""
 from __future__ import annotations
@@ -13,8 +13,10 @@ import pytest
 from tokenizers import Tokenizer
 
 import rundash_core as rd
-from rundash_core import frames, gate, tokens as tk
-from rundash_core.redact import HIDDEN
+from rundash_core import frames
+from rundash_core.safety import gate
+from rundash_core.views import tokens as tk
+from rundash_core.safety.redact import HIDDEN
 from rundash_core.tui.views import logs_doc
 
 from planted_runs import plant

@@ -1,4 +1,4 @@
-"""Health rules (`rundash_core.health`, `health_rules`): each rule on a synthetic series that must
+"""Health rules (`rundash_core.health.checks`, `health_rules`): each rule on a synthetic series that must
 trigger it and one that must not, across the kinds' metric names; `Run.health()` on real runs."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import rundash_core as rd
 from helpers import DATA
 from rundash_core import frames
-from rundash_core.health import Signals, Thresholds, health, health_state
+from rundash_core.health.checks import Signals, Thresholds, health, health_state
 from rundash_core.run import Overview
 
 T0 = 1_900_000_000.0
@@ -140,7 +140,7 @@ def test_a_stop_with_no_step_limit_is_stopped_not_healthy():
 
 
 def test_step_rate_is_steps_per_hour():
-    from rundash_core.health_alive import step_rate
+    from rundash_core.health.alive import step_rate
 
     assert step_rate(signals({"optim/grad_norm": noise(50, 1.0)})) == pytest.approx(3600.0 / DT)
 

@@ -11,9 +11,9 @@ import pytest
 
 import rundash_core as rd
 from helpers import DATA
-from rundash_core import validation as val
-from rundash_core.checkin import eval_text, run_checkin
-from rundash_core.health import Signals, health, health_state
+from rundash_core.views import validation as val
+from rundash_core.health.checkin import eval_text, run_checkin
+from rundash_core.health.checks import Signals, health, health_state
 from test_checkin import fields
 
 VERL, PUBLIC = DATA / "verl", DATA / "verl-public"

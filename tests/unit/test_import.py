@@ -13,7 +13,7 @@ import pytest
 
 import rundash_core as rd
 from helpers import NEW_RUN, OLD_RUN, copy_run, REPO
-from rundash_core import importer
+from rundash_core.safety import importer
 from rundash_core.io import files
 
 APP = REPO / "app.py"

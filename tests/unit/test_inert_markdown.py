@@ -8,7 +8,9 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
-from rundash_core import ai, inert_markdown, reports
+from rundash_core import ai
+from rundash_core.safety import inert_markdown
+from rundash_core.views import reports
 
 E = "http://evil.example/p.png?d=secret"
 HOSTILE = {

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import NEW_RUN, copy_run
-from rundash_core import instances
+from rundash_core.serve import instances
 
 
 def _free_port() -> int:
@@ -27,13 +27,13 @@ def _free_port() -> int:
 
 
 class Launcher:
-    """`python -m rundash_core.cli ARGS` in `cwd`, its output collected line by line."""
+    """`python -m rundash_core.serve.cli ARGS` in `cwd`, its output collected line by line."""
 
     def __init__(self, args: list[str], cwd: Path, cache: Path, stdin: str = ""):
         env = {**os.environ, "RUNDASH_CACHE_DIR": str(cache)}
         for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"):
             env.pop(k, None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "rundash_core.cli", *args], cwd=cwd, env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "rundash_core.serve.cli", *args], cwd=cwd, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, start_new_session=True)
         self.proc.stdin.write(stdin)

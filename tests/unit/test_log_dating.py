@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rundash_core import frames, logview
-from rundash_core.logmerge import estimate_times
+from rundash_core import frames
+from rundash_core.logs import view as logview
+from rundash_core.logs.merge import estimate_times
 from rundash_core.sources import open_run
 from rundash_core.tui.views import logs_doc
 

@@ -10,7 +10,7 @@ import pytest
 
 import rundash_core as rd
 from rundash_core.io import jsonl
-from rundash_core.metricstore import MetricStore
+from rundash_core.metrics.store import MetricStore
 from helpers import NEW_METRICS, NEW_RUN, assert_tidy_matches, reference_file, reference_metrics, write_lines
 
 

@@ -11,7 +11,7 @@ DETECTION = ("redact", "secret_shapes", "secret_blocks", "reader_view")  # the d
 REDACTING = {f"rundash_core.{m}" for m in DETECTION + ("gate",)}
 # calls of redact()/redact_text() outside the gate, each justified at the call: the log search
 # matches a line by what is shown of it (it decides what is found, it sends nothing)
-JUSTIFIED = {"rundash_core/logs.py"}
+JUSTIFIED = {"rundash_core/logs/reading.py"}
 
 
 def _imports(path: pathlib.Path) -> set[str]:
@@ -54,7 +54,7 @@ def test_the_library_redacts_only_in_the_gate_or_where_a_comment_says_why():
 
 def test_the_check_could_fail(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("from rundash_core.redact import redact_text\nimport rundash_core.gate\nredact_text('x')\n")
+    probe.write_text("from rundash_core.safety.redact import redact_text\nimport rundash_core.safety.gate\nredact_text('x')\n")
     found = _imports(probe)
-    assert "rundash_core.redact.redact_text" in found and "rundash_core.gate" in found
+    assert "rundash_core.safety.redact.redact_text" in found and "rundash_core.safety.gate" in found
     assert _redact_calls(probe) == [3]

@@ -8,7 +8,7 @@ import os
 
 from rundash_core.io.bytetail import CHECKPOINT_BYTES, ByteTail, advance_checkpoint, only_grew
 from rundash_core.io.files import file_id
-from rundash_core.sources import prime_rl_lines
+from rundash_core.sources.prime_rl import lines as prime_rl_lines
 
 
 def _state(path):

@@ -1,4 +1,4 @@
-"""In-flight prime-rl episodes (spec 5.7, `rundash_core.sources.prime_rl_live`): the real-writer live
+"""In-flight prime-rl episodes (spec 5.7, `rundash_core.sources.prime_rl.live`): the real-writer live
 files (verifiers 0.4.0, copied into tests/data/prime-rl-live) folded into partial traces, their
 stages, dedupe against the stream, bad and vanishing files, and the demo's live writer."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import rundash_core as rd
 from helpers import DATA, copy_run
 from rundash_core import frames
-from rundash_core.sources import prime_rl_live as live
+from rundash_core.sources.prime_rl import live
 
 SRC = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 LIVE = DATA / "prime-rl-live" / "live"

@@ -15,7 +15,8 @@ import zstandard
 import rundash_core as rd
 from rundash_core import frames
 from rundash_core.io import zst_seekable
-from rundash_core.sources import prime_rl_episode, prime_rl_traces
+from rundash_core.sources.prime_rl import episode as prime_rl_episode
+from rundash_core.sources.prime_rl import traces as prime_rl_traces
 
 from helpers import DATA
 
@@ -465,7 +466,7 @@ def test_a_growing_index_is_parsed_from_where_the_last_read_ended(tmp_path):
     counted; a file replaced (even at the same size) or rewritten in place is parsed again whole."""
     import os
 
-    from rundash_core.sources import prime_rl_lines
+    from rundash_core.sources.prime_rl import lines as prime_rl_lines
 
     path = tmp_path / "stream.index.jsonl"
     seen = []

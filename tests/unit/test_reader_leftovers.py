@@ -17,9 +17,9 @@ import pytest
 import rundash_core as rd
 from helpers import DATA, make_rl_run, set_all_mtimes, write_lines
 from rundash_core import cache
-from rundash_core.io import verl_far
-from rundash_core.io.verl_log import CUT_MORE, CUT_NAMED, VerlLogTail
-from rundash_core.metricstore import MetricStore
+from rundash_core.sources.verl import far as verl_far
+from rundash_core.sources.verl.metric_log import CUT_MORE, CUT_NAMED, VerlLogTail
+from rundash_core.metrics.store import MetricStore
 from test_reader_shapes import ALWAYS, append
 
 OLD = time.time() - 30 * 86400

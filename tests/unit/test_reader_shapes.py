@@ -18,7 +18,7 @@ import pytest
 from rundash_core.io import bytetail
 from rundash_core.io.bytetail import CHECKPOINT_BYTES, ByteTail
 from rundash_core.io.jsonl import JsonlTail
-from rundash_core.metricstore import MetricStore
+from rundash_core.metrics.store import MetricStore
 
 NEVER, ALWAYS = 1e9, -1e9  # SETTLE_S values: a partial last line is never / at once taken as finished
 # (ALWAYS is negative: a file whose mtime was set a little ahead is still "still")

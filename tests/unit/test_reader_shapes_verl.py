@@ -9,7 +9,7 @@ import pytest
 from rundash_core.frames import line_locator
 from rundash_core.io import bytetail
 from rundash_core.io.jsonl import read_located_object
-from rundash_core.io.verl_log import VerlLogTail
+from rundash_core.sources.verl.metric_log import VerlLogTail
 from test_reader_shapes import ALWAYS, NEVER, Reads, append, append_in_pieces
 
 

@@ -1,4 +1,4 @@
-"""Secrets in configs, launch commands and text never reach the page: one rule (rundash_core.redact)
+"""Secrets in configs, launch commands and text never reach the page: one rule (rundash_core.safety.redact)
 for parsed configs and free text, in time linear in the text."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rundash_core.configview import compile_search, search_config
-from rundash_core.redact import HIDDEN, is_secret_name, redact, redact_text
+from rundash_core.views.config_search import compile_search, search_config
+from rundash_core.safety.redact import HIDDEN, is_secret_name, redact, redact_text
 from secret_corpus import times_floor, word_pass
 
 from helpers import DATA
@@ -53,7 +53,7 @@ def test_search_shows_hidden_values_and_cannot_find_secrets():
 
 
 def test_md_code_shows_run_text_literally():
-    from rundash_core.present import md_code
+    from rundash_core.views.display_text import md_code
 
     assert md_code("qwen2.5-3b") == "`qwen2.5-3b`"
     assert md_code("a`b") == "``a`b``"  # a backtick inside cannot close the span
@@ -279,7 +279,7 @@ def test_redact_of_a_large_parsed_config_is_linear():
 
 
 def test_a_value_nested_too_deeply_to_check_is_hidden_whole():
-    from rundash_core.redact import HIDDEN, redact
+    from rundash_core.safety.redact import HIDDEN, redact
 
     deep = inner = []
     for _ in range(3000):

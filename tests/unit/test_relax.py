@@ -20,8 +20,9 @@ import pytest
 import rundash_core as rd
 from helpers import DATA, NEW_RUN, OLD_RUN, copy_run, parse_row_bytes, set_all_mtimes, snapshot, write_lines
 from rundash_core import cache
-from rundash_core.metricblock import TidyLog
-from rundash_core.sources import relax, relax_file
+from rundash_core.metrics.block import TidyLog
+from rundash_core.sources.relax import run as relax
+from rundash_core.sources.relax import rollout_file as relax_file
 
 RELAX_NAME = "relax-run"
 RELAX_RUN = DATA / "relax" / RELAX_NAME

@@ -8,7 +8,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 import rundash_core as rd
-from rundash_core import frames, reports
+from rundash_core import frames
+from rundash_core.views import reports
 
 from helpers import NEW_RUN, make_rl_run, open_page
 

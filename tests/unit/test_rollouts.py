@@ -10,7 +10,7 @@ import pytest
 
 import rundash_core as rd
 from rundash_core import frames
-from rundash_core import rollouts as ro
+from rundash_core.views import rollouts as ro
 from helpers import DATA, open_page
 from test_pages_compare import charts
 from test_pages_metrics import _values as decode

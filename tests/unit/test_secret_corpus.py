@@ -11,7 +11,7 @@ import tomllib
 import pytest
 import yaml
 
-from rundash_core.redact import HIDDEN, redact, redact_text
+from rundash_core.safety.redact import HIDDEN, redact, redact_text
 from secret_corpus import SPELLINGS, by_syntax, times_floor, word_pass
 
 IDS = [f"{i}-{s.family}-{s.syntax}" for i, s in enumerate(SPELLINGS)]

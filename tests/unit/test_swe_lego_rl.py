@@ -29,8 +29,10 @@ import rundash_core as rd
 from helpers import DATA, copy_run, snapshot
 from rundash_core import cache, frames
 from rundash_core.discover import walk
-from rundash_core.sources import SOURCES, detect, harbor, runs_among, swe_lego_rl
-from rundash_core.sources.swe_lego_rl import SweLegoRLRun
+from rundash_core.sources import SOURCES, detect, runs_among
+from rundash_core.sources.swe_lego_rl import harbor
+from rundash_core.sources.swe_lego_rl import run as swe_lego_rl
+from rundash_core.sources.swe_lego_rl.run import SweLegoRLRun
 
 EXP = "qwen3-8b-swegym-gspo-async-r1"
 PROJECT = "swe_lego_rl"
@@ -698,7 +700,7 @@ def test_a_marker_line_cut_by_a_still_writer_counts_once_whole(tmp_path, monkeyp
     import time
 
     from rundash_core.io import bytetail
-    from rundash_core.sources import swe_lego_rl
+    from rundash_core.sources.swe_lego_rl import run as swe_lego_rl
 
     monkeypatch.setattr(bytetail, "SETTLE_S", 0.0)
     log = tmp_path / "exp.log"

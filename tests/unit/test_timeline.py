@@ -1,4 +1,4 @@
-"""The Timeline lanes of one episode (`rundash_core.timeline`): phases, model calls and the tool time
+"""The Timeline lanes of one episode (`rundash_core.views.timeline`): phases, model calls and the tool time
 between calls, from a crafted trace and from the real-writer prime-rl records in tests/data."""
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 
 import rundash_core as rd
 from helpers import DATA
-from rundash_core import timeline, trajectory_charts
+from rundash_core.views import timeline
+from rundash_core.views import trajectory_charts
 from rundash_core.frames import Episode, Message, ToolCall
 
 REAL = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"

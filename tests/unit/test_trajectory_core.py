@@ -1,4 +1,4 @@
-"""`rundash_core.trajectory` beyond filters: the stream's order, the new sorts, GRPO group stats,
+"""`rundash_core.views.trajectory` beyond filters: the stream's order, the new sorts, GRPO group stats,
 the step strip's window, and one episode's facts, token usage and tools."""
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 import pandas as pd
 
-from rundash_core import frames, trajectory as tj
+from rundash_core import frames
+from rundash_core.views import trajectory as tj
 from rundash_core.frames import Message, ToolCall
 
 

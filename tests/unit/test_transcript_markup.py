@@ -1,13 +1,13 @@
 """Plain prompt/response strings split into markup, think, tool-call and masked segments
-(`rundash_core.transcript_markup`), on the real Relax rows in tests/data and on crafted strings."""
+(`rundash_core.views.transcript_markup`), on the real Relax rows in tests/data and on crafted strings."""
 from __future__ import annotations
 
 import html
 import json
 from pathlib import Path
 
-from rundash_core import transcript_markup as tm
-from rundash_core.user_regex import compile_user_pattern
+from rundash_core.views import transcript_markup as tm
+from rundash_core.safety.user_regex import compile_user_pattern
 
 from helpers import DATA
 

@@ -312,7 +312,7 @@ def test_without_textual_the_command_says_how_to_install_the_extra(monkeypatch, 
 
 
 def test_rundash_tui_goes_through_the_cli_dispatcher(monkeypatch, capsys, tmp_path):
-    from rundash_core import cli
+    from rundash_core.serve import cli
 
     monkeypatch.setitem(sys.modules, "textual", None)
     assert cli.main(["tui", str(tmp_path)]) == 2
@@ -331,7 +331,7 @@ def test_the_web_app_never_imports_textual(demo_runs):
     code = ("import os, sys; os.environ['RUNDASH_DIRS'] = sys.argv[1];"
             "from streamlit.testing.v1 import AppTest;"
             "at = AppTest.from_file(sys.argv[2], default_timeout=90).run(); assert not at.exception;"
-            "import rundash_core, rundash_core.cli, rundash_core.tui;"
+            "import rundash_core, rundash_core.serve.cli, rundash_core.tui;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))")
     out = subprocess.run([sys.executable, "-c", code, str(folder), str(ROOT / "app.py")], capture_output=True,
                          text=True, timeout=300, cwd=ROOT)

@@ -163,7 +163,7 @@ def test_a_sample_shows_prompt_and_response_with_reasoning_and_tool_calls(demo_r
     text = doc.text
     assert text.index("Prompt ·") < text.index(prompt[-1].content) < text.index("Response ·")
     call = next(c for m in response for c in m.tool_calls)
-    from rundash_core.trajectory import pretty_arguments
+    from rundash_core.views.trajectory import pretty_arguments
 
     assert f"→ tool call {call.name}\n{pretty_arguments(call.arguments)[0]}" in styled(doc, doc.spans, "tool")
     reasoning = next(m.reasoning for m in response if m.reasoning)
@@ -175,8 +175,8 @@ def test_a_sample_shows_prompt_and_response_with_reasoning_and_tool_calls(demo_r
 
 # Logs -----------------------------------------------------------------------------------------------
 def log_frame() -> pd.DataFrame:
-    """Lines as `run.read_log` answers them: through the gate (`rundash_core.gate`)."""
-    from rundash_core.gate import gated
+    """Lines as `run.read_log` answers them: through the gate (`rundash_core.safety.gate`)."""
+    from rundash_core.safety.gate import gated
 
     t0 = pd.Timestamp("2026-01-02 03:04:05", tz="UTC")
     return gated(frames.typed([

@@ -1,4 +1,4 @@
-"""Validation of every kind (`rundash_core.validation`, `sources/harbor_val.py`, `failure_modes.py`).
+"""Validation of every kind (`rundash_core.views.validation`, `sources/harbor_val.py`, `failure_modes.py`).
 
 References are written from the format notes, not from rundash's code: verl val lines split at
 ` - ` and the last `:`, prime-rl metrics rows with json.loads, Relax eval rows with json.loads,
@@ -18,8 +18,8 @@ import pytest
 import rundash_core as rd
 from helpers import DATA, NEW_RUN, copy_run
 from rundash_core import frames
-from rundash_core import validation as val
-from rundash_core import validation_charts as vc
+from rundash_core.views import validation as val
+from rundash_core.views import validation_charts as vc
 
 EXP = "qwen3-8b-swegym-gspo-async-r1"
 VAL_DATA = DATA / "lego-val"

@@ -1,4 +1,4 @@
-"""The other prime-rl trace layouts (`rundash_core.sources.prime_rl_variants`, prime-rl.md 5.8): a
+"""The other prime-rl trace layouts (`rundash_core.sources.prime_rl.variants`, prime-rl.md 5.8): a
 verifiers eval run's bare `traces.jsonl` and the pre-Jul-9 `rollouts/step_N/{train,eval}_rollouts*.jsonl`."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import rundash_core as rd
 from rundash_core import frames
-from rundash_core.sources import prime_rl_traces
+from rundash_core.sources.prime_rl import traces as prime_rl_traces
 
 from helpers import DATA
 

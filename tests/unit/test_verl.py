@@ -23,8 +23,9 @@ import pytest
 import rundash_core as rd
 from helpers import DATA, set_all_mtimes
 from rundash_core import cache
-from rundash_core.io.verl_log import VerlLogTail
-from rundash_core.sources import detect, verl
+from rundash_core.sources.verl.metric_log import VerlLogTail
+from rundash_core.sources import detect
+from rundash_core.sources.verl import run as verl
 
 VERL = DATA / "verl"
 DQ = VERL / "dq_math.log"

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
-from rundash_core.io import verl_ends
-from rundash_core.io.verl_overrides import HEAD_BYTES, head_config, parse_value
-from rundash_core.io.verl_text import read_print, recover, tolerant
-from rundash_core.sources import verl_summary
+from rundash_core.sources.verl import ends as verl_ends
+from rundash_core.sources.verl.overrides import HEAD_BYTES, head_config, parse_value
+from rundash_core.sources.verl.config_text import read_print, recover, tolerant
+from rundash_core.sources.verl import overview as verl_summary
 
 from helpers import DATA
 

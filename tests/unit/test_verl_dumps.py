@@ -1,4 +1,4 @@
-"""verl generation dumps (`rundash_core.sources.verl_dumps`, verl.md 11) as a run's samples: the
+"""verl generation dumps (`rundash_core.sources.verl.dumps`, verl.md 11) as a run's samples: the
 folders named by the launch overrides, a config print or the log's `Dumped generations to` lines."""
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Log files: read by byte ranges, lines understood, windows dated and merged, what the Logs page shows."""

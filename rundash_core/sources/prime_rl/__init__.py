@@ -1,0 +1,1 @@
+"""prime-rl output directories: `docs/formats/prime-rl.md`."""

@@ -1,0 +1,1 @@
+"""Relax `rollout_result/` folders: `docs/formats/relax.md`."""

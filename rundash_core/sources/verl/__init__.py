@@ -1,0 +1,1 @@
+"""verl console logs (and the file logger's JSONL): `docs/formats/verl.md`."""

@@ -1,0 +1,1 @@
+"""What pages show, computed without Streamlit: plain functions over the run contract's frames."""
