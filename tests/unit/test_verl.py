@@ -23,6 +23,7 @@ import pytest
 import rundash_core as rd
 from helpers import DATA, set_all_mtimes
 from rundash_core import cache
+from rundash_core.sources.verl import block_parse
 from rundash_core.sources.verl.metric_log import VerlLogTail
 from rundash_core.sources import detect
 from rundash_core.sources.verl import run as verl
@@ -298,7 +299,7 @@ def test_steps_merge_and_resumes_open_attempts(tmp_path):
     assert list(wide["step"]) == [0, 1, 2, 3, 4] and list(wide["a"].fillna(-1)) == [-1, 1.0, 2.0, 33.0, 4.0]
 
 
-def test_a_numpy2_log_in_bulk_matches_the_grammar(tmp_path):
+def test_a_numpy2_log_in_bulk_matches_the_grammar(tmp_path, monkeypatch):
     """Era F3 on every line (wrapped values, nan, True): the reader switches to bulk unwrapping
     after the first such line; values still equal the line-by-line reading."""
     lines = [f"\x1b[36m(TaskRunner pid=1)\x1b[0m step:{s} - actor/pg_loss:np.float64({-s / 7!r})"
@@ -308,8 +309,8 @@ def test_a_numpy2_log_in_bulk_matches_the_grammar(tmp_path):
     path = write(tmp_path / "f3.log", "".join(lines))
     tail = VerlLogTail(path)
     calls = []
-    one = tail._one
-    tail._one = lambda found, *a: (calls.append(found), one(found, *a))[1]
+    one = block_parse._one
+    monkeypatch.setattr(block_parse, "_one", lambda found, *a: (calls.append(found), one(found, *a))[1])
     rows = tail.poll().rows
     assert 7 < len(calls) < 20  # the first line and the nan/inf lines go one by one, the rest in bulk
     got = tidy_map(rd.open_run(path))

@@ -1,78 +1,34 @@
-"""verl console logs (`../shared/formats/verl.md`): the metric lines of a log, read incrementally.
+"""verl console logs (`docs/formats/verl.md`): the metric lines of a log, read incrementally.
 
 verl prints one `step:N - key:value - key:value …` line per logging call, among a lot of noise
-(Ray start-up, tqdm bars, sample dumps, tracebacks). Why this shape: most of a log's bytes are
-metric lines and per-line Python work is what costs, so a block of ~1 MiB is handled in bulk: one
-regex pass finds the metric lines (bytes level, noise never decoded), two byte replacements turn
-all of them into one JSON array (`:` → `":`, ` - ` → `,"`), and one orjson call builds the row
-dicts (keys interned, numbers parsed in C). Lines that could mean something else as JSON (a stray
-space, quote, bracket, backslash or tab) or that orjson rejects (`nan`, `np.float64(…)`, a sample
-dump that happens to contain `step:3 - `) go one by one: a second JSON try with the values
-normalized, else the exact grammar (`verl_grammar`). Lenient where the grammar is not: a JSON
-literal `true`/`false`/`null` as a value reads as 1/0/a gap. A metric line cut by another writer's
-output is not read (spec 4.8) and is a problem naming its line and step (`verl_grammar.read_segments`).
+(Ray start-up, tqdm bars, sample dumps, tracebacks). A block of ~1 MiB is handled at once: NUL
+bytes, resolved-config prints and validation pprints are found here, the metric lines of the rest
+by `block_parse.parse_metric_block` (a fast path with a plain reference beside it:
+docs/architecture.md#fast-paths). A metric line cut by another writer's output is not read
+(spec 4.8) and is a problem naming its line and step (`grammar.read_segments`).
 
 `VerlLogTail` follows the file with a `ByteTail` (offset + identity, partial last line held back,
 replaced file re-read) and yields MetricStore rows `{"step": N, key: number, …}`, one per metric
 line, in file order. They carry no `producer` and no `time`: the store's defaults say "trainer"
-and "not known", and two more keys per row would push most rows into the next dict size (memory
-and page faults are a good part of a big log's parse time). Nothing here touches process-wide
-state (garbage collector, signal handlers, warning filters): the app parses in every user's
-session. Nor is there a need: rows hold only str keys and int/float values, so CPython never
-tracks them in the cycle collector, which only walks the few lists a poll builds.
-verl's `file` logger JSONL is read by `verl_file_logger.FileLoggerTail` into the same rows.
+and "not known" (two more keys per row would push most rows into the next dict size). Nothing
+here touches process-wide state (garbage collector, signal handlers, warning filters): the app
+parses in every user's session. verl's `file` logger JSONL is read by
+`file_logger.FileLoggerTail` into the same rows.
 """
 from __future__ import annotations
 
-import operator
-import re
 from dataclasses import dataclass
-from itertools import repeat
 
 import numpy as np
-import orjson
 
 from rundash_core.io.bytetail import ByteTail
 from rundash_core.io.jsonl import LineProblems, TailResult
+from rundash_core.sources.verl.block_parse import ValueEra, parse_metric_block, row
 from rundash_core.sources.verl.grammar import parse_console_line
 from rundash_core.sources.verl.problem_lines import CUT_MORE, CUT_NAMED, LocatedProblems, line_start_in  # noqa: F401 (CUT_*: re-exported)
 from rundash_core.sources.verl.val_prints import PPRINT as _PPRINT, read_pprint
 
 BLOCK_BYTES = 1 << 20
-
-# Fast path: `step` not after a word character or `/` (spec 4.7's guard, on raw bytes), then the
-# step and the rest of the line. A colour code right before `step:` (`\x1b[0mstep:`) is stripped
-# by the spec before its guard looks: the usual SGR forms are accepted when what precedes them
-# passes the guard.
-_SGR = (rb"\x1b\[m", rb"\x1b\[\dm", rb"\x1b\[\d\dm", rb"\x1b\[\d;\dm", rb"\x1b\[\d;\d\dm", rb"\x1b\[\d\d;\d\dm")
-_CANDIDATE = re.compile(rb"step(?:(?<![\w/]step)|(?<=mstep)(?:"
-                        + b"|".join(rb"(?<=%sstep)(?<![\w/]%sstep)" % (f, f) for f in _SGR) + rb")):(\d+ - .*)")
-_JSON_OPEN = b'{"step":'  # "producer" and "time" are set on the parsed dicts (one shared str)
-_JSON_JOIN = b"},\n" + _JSON_OPEN
-# Bytes that make orjson read what the grammar rejects (padded values, strings, arrays, escapes)
-# become control characters, which no JSON text may hold: such a line fails and takes the exact
-# path. Spaces become \x02 so that only the ` - ` separators (`\x02-\x02`) turn into JSON.
-_JSON_SAFE = bytes.maketrans(b' \t\\[{"', b"\x02\x01\x01\x01\x01\x01")
-_SEPARATOR = b"\x02-\x02"
-_UNSAFE = (b'"', b"\\", b"[", b"{", b"\t")  # single bytes: memchr finds them fast
-_NP_WRAP_BYTES = re.compile(rb"(?<=:)np\.[A-Za-z]+\d*\(([^()]*)\)")
-_SPECIALS = (b"-nan", b"+nan", b"-inf", b"+inf", b"nan", b"inf")
-
-
-def _unwrap(text: bytes) -> bytes:
-    """`:np.float64(x)` → `:x`. Split and join: a `sub` template costs a Python call per match."""
-    return b"".join(_NP_WRAP_BYTES.split(text))
-
-
-def row(step: int, values: dict) -> dict:
-    """A MetricStore row, shaped as the bulk path leaves them (a `step` key in values wins)."""
-    return {"step": step, **values}
-
-
-def _add(batch: list[dict], rows: list[dict]) -> bool:
-    """Append parsed rows; a row with an empty key is no metric line."""
-    rows += [d for d in batch if "" not in d] if any(map(operator.contains, batch, repeat(""))) else batch
-    return True
 
 
 @dataclass
@@ -106,7 +62,7 @@ class VerlLogTail(LocatedProblems, ByteTail):
         self.last_step: int | None = None
         self.final_validation = False
         self.config_offsets: list[int] = []
-        self._wrapped = self._bools = False  # seen np.float64(…) / True values: normalize in bulk
+        self._era = ValueEra()  # seen np.float64(…) / True values: normalized in bulk
         self._line_mark = (0, 1)  # (byte offset, its 1-based line number): problems are located lazily
         self._from_pprint: set[int] = set()  # ids of this poll's rows that came from a pprint
         self._held_rows = 0  # metric rows of a last line read without its newline (it may come again)
@@ -200,125 +156,15 @@ class VerlLogTail(LocatedProblems, ByteTail):
         return out
 
     def _fast(self, block, data: bytes, start: int, rows: list[dict]) -> None:
-        """The metric lines of a block as one JSON array for one orjson call. Lines that cannot be
-        ours (a space or control byte left over) and lines orjson rejects go one by one."""
-        found = _CANDIDATE.findall(block)
-        if found:
-            self._lines(found, data, start, rows)
-
-    def _lines(self, found: list[bytes], data: bytes, start: int, rows: list[dict]) -> None:
-        text = self._era(b"\n".join(found), found)
-        unsafe = any(c in text for c in _UNSAFE)
-        joined = text.replace(b" - ", b',\t"')
-        if not unsafe and b" " not in joined and self._bulk_text(joined, rows):
-            return  # the common case: one orjson call for the block
-        # Some line is not ours (a space or an unsafe byte left over) or orjson stopped: parse the
-        # good lines in runs, the others one by one.
-        lines = joined.replace(b":", b'":').split(b"\n")
-        a, n, failures = 0, len(lines), [0]
-        while a < n:
-            b = next((i for i in range(a, n) if b" " in lines[i] or unsafe and any(c in found[i] for c in _UNSAFE)), n)
-            era = (self._wrapped, self._bools)
-            done = self._bulk(lines, found, a, b, data, start, rows, failures)
-            if (self._wrapped, self._bools) != era:  # a line showed the log's value era: redo the rest
-                return self._lines(found[done:], data, start, rows) if done < n else None
-            if b < n:
-                self._one(found[b], data, start, rows)
-            a = b + 1
-
-    def _era(self, text: bytes, found: list[bytes]) -> bytes:
-        """Once a line showed numpy wrappers or True/False, blocks whose sample shows them too are
-        normalized in bulk (`np.float64(x)` → x, True/False → 1/0)."""
-        if self._wrapped or self._bools:
-            sample = (found[0], found[len(found) // 2], found[-1])
-            if self._wrapped and any(b"np." in f for f in sample):
-                text = _unwrap(text)
-            if self._bools and any(b":True" in f or b":False" in f for f in sample):
-                text = text.replace(b":True", b":1").replace(b":False", b":0")
-        return text
-
-    @staticmethod
-    def _bulk_text(text: bytes, rows: list[dict]) -> bool:
-        """All lines of a block at once (the common case); False when orjson stops somewhere."""
-        try:
-            batch = orjson.loads(b"".join((b"[", _JSON_OPEN, text.replace(b":", b'":').replace(b"\n", _JSON_JOIN),
-                                           b"}]")))
-        except orjson.JSONDecodeError:
-            return False
-        return _add(batch, rows)
-
-    def _bulk(self, lines: list[bytes], found: list[bytes], a: int, b: int, data: bytes, start: int,
-              rows: list[dict], failures: list[int]) -> int:
-        """Lines [a, b) in one orjson call; where it stops, the bad line (or the one before it,
-        whose key string ran on) goes one by one and the rest is tried again (after 16 stops in a
-        block, line by line). Returns where it stopped early (the value era changed), else b."""
-        while a < b:
-            if failures[0] > 16:
-                for i in range(a, b):
-                    self._one(found[i], data, start, rows)
-                return b
-            try:
-                batch = orjson.loads(b"[" + _JSON_OPEN + _JSON_JOIN.join(lines[a:b]) + b"}]")
-            except orjson.JSONDecodeError as e:
-                failures[0] += 1
-                bad = min(b - 1, a + max(e.lineno, 1) - 1)
-                if bad - 1 > a:
-                    self._bulk(lines, found, a, bad - 1, data, start, rows, failures)
-                era = (self._wrapped, self._bools)
-                for i in range(max(a, bad - 1), bad + 1):
-                    self._one(found[i], data, start, rows)
-                a = bad + 1
-                if (self._wrapped, self._bools) != era:
-                    return a
-                continue
-            _add(batch, rows)
-            return b
-        return b
-
-    def _one(self, found: bytes, data: bytes, start: int, rows: list[dict]) -> None:
-        text = found.translate(_JSON_SAFE)
-        if not self._wrapped and b":np." in text:
-            self._wrapped = True
-        if not self._bools and (b":True" in text or b":False" in text):
-            self._bools = True
-        d = self._normalized(text)
-        if d is not None and "" not in d:
-            _add([d], rows)
-        else:
-            self._candidate_exact(found, data, start, rows)
-
-    @staticmethod
-    def _normalized(text: bytes) -> dict | None:
-        """Second chance for valid lines JSON cannot hold as they are: `np.float64(x)` → x,
-        `True`/`False` → 1/0, `nan`/`inf` as strings turned into floats."""
-        text = _unwrap(text) if b"np." in text else text
-        text = text.replace(b":True", b":1").replace(b":False", b":0")
-        special = False
-        for s in _SPECIALS:
-            if b":" + s in text:
-                text = text.replace(b":" + s, b':"' + s + b'"')
-                special = True
-        try:
-            d = orjson.loads(_JSON_OPEN + text.replace(_SEPARATOR, b',\t"').replace(b":", b'":') + b"}")
-        except orjson.JSONDecodeError:
-            return None
-        if special:
-            for k, v in d.items():
-                if type(v) is str:
-                    d[k] = float(v)
-        return d
-
-    def _candidate_exact(self, found: bytes, data: bytes, start: int, rows: list[dict]) -> None:
-        """The exact path for a fast-path candidate (`N - rest of the physical line`)."""
-        text = self._decode(found, data, start)
-        head, _, more = text.partition("\r")
-        cuts: list = []
-        parsed = parse_console_line("step:" + head, cuts)  # the guard held on the raw bytes
-        if more:
-            parsed += parse_console_line(more, cuts)
-        rows += (row(step, values) for step, values in parsed)
-        if cuts:
-            self._note_cuts(cuts, data, start, data.find(found))
+        """The metric lines of a block without validation pprints (`parse_metric_block`), their
+        problems located at their lines."""
+        got = parse_metric_block(block, self._era)
+        rows += got.rows
+        for cuts, text in got.problems:
+            if cuts is None:
+                self._decode(text, data, start)  # names the invalid UTF-8 at its line
+            else:
+                self._note_cuts(cuts, data, start, data.find(text))
 
     def _line_exact(self, line: bytes, data: bytes, start: int, rows: list[dict]) -> None:
         if b"step:" in line:
