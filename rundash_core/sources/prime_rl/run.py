@@ -256,9 +256,9 @@ class PrimeRLRun(Run):
         times, cached until one of `_inputs()` changes; the status as of `now`."""
         inputs = self._inputs()
         key = ("prime-rl-summary", self.real_path, self.run_id)
-        return cache.shared.current(key, inputs, lambda: self._summary(inputs)).at(now)
+        return cache.shared.current(key, inputs, lambda: self._read_overview(inputs)).at(now)
 
-    def _summary(self, inputs: tuple) -> Overview:
+    def _read_overview(self, inputs: tuple) -> Overview:
         """Times from the metrics' own `time` (first row, last rows), not from file times (a run
         without metric times yet falls back to its files'); the newest file time (`touched`) says
         whether the run is still being written."""

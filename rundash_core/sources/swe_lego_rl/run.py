@@ -101,11 +101,11 @@ class SweLegoRLRun(VerlRun):
         self._lock = threading.Lock()
         self._link_problems: list[Problem] = []
 
-    def summary(self) -> Overview:
-        """The verl summary; a log that prints no wall-clock time at its end is dated by its
-        trials instead (data, where the verl summary could only estimate from step timings): the
+    def read_overview(self) -> Overview:
+        """The verl overview; a log that prints no wall-clock time at its end is dated by its
+        trials instead (data, where the verl overview could only estimate from step timings): the
         last `finished_at` of the newest step folder next to its `logs/`."""
-        ov = super().summary()
+        ov = super().read_overview()
         d = self.digest()
         if d is not None and d.tail.last_stamp is None:
             ended = harbor.newest_finish(harbor.sibling_exp_dirs(self.path, self.exp))

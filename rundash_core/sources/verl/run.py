@@ -240,10 +240,10 @@ class VerlRun(Run):
 
     def overview(self, now: float | None = None) -> Overview:
         """The one summary (run card, runs-list row, status, TUI, Compare, AI), status as of `now`."""
-        return self.summary().at(now)
+        return self.read_overview().at(now)
 
-    def summary(self) -> Overview:
-        """The summary without its status: from the log's ends and its pass (`io.verl_pass`,
+    def read_overview(self) -> Overview:
+        """The overview as read, without its status: from the log's ends and its pass (`io.verl_pass`,
         appended bytes only). Times come from the wall-clock stamps the log prints (the first in
         its head, the last in its tail window); a log whose end has no stamp gets its duration
         from its step timings, and `updated` = start + that duration: an estimate (it leaves out
