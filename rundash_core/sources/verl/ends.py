@@ -20,6 +20,7 @@ HEAD_BYTES = 64 << 10  # the head window of the rarely needed fields (tqdm total
 CONFIG_BYTES = 256 << 10  # the config print is looked for this far into the file
 LOGGER_BYTES = 256 << 10  # `Creating file logger at` is looked for this far (only with a 'file' logger)
 CONFIG_WINDOW = 64 << 10  # the config print is searched for its sections within this much of its start
+LINE_BYTES = 64 << 10  # a head line a search needs whole is read on for at most this much
 
 _STR = rb"'((?:[^'\\\n]|\\.)*)'"
 _EXPERIMENT = re.compile(rb"'experiment_name': " + _STR)
@@ -33,13 +34,9 @@ _CONFIG_STARTS = (b"{'actor_rollout_ref'", b"{'data'")
 
 
 class LogEnds:
-    """The first and last bytes of one open log. `head(n)` / `tail(n)` read more only when asked
-    for more than was read; a small file is read whole, once.
-
-    The head has a length the searches see (`head_len`: what the 16/32/64 KiB… doubling reads of
-    the first version of this class would have read, so that every search sees the same bytes as
-    before) and a physical buffer (`_head`) read only as far as a search needed: a search that
-    finds what it looks for early reads no further, whatever `head_len` says."""
+    """The first and last bytes of one open log: `head` is what was read of its start (the
+    searches see exactly that), read on by `read_head(n)` only when a search needs more; `tail(n)`
+    the last `n` bytes, likewise. A small file is read whole, once."""
 
     def __init__(self, fd: int, size: int, settled: bool = False):
         self.file_size = size
@@ -47,25 +44,19 @@ class LogEnds:
         self.fd, self.size = fd, size
         self.settled = settled  # the file has not changed for a while: a last line without newline is whole
         if size <= 2 * FIRST_BYTES:
-            self._head = os.pread(fd, size, 0)
-            self._tail, self.tail_start = self._head, 0
+            self.head = os.pread(fd, size, 0)
+            self._tail, self.tail_start = self.head, 0
         else:
-            self._head = os.pread(fd, FIRST_BYTES, 0)
+            self.head = os.pread(fd, FIRST_BYTES, 0)
             self.tail_start = size - FIRST_BYTES
             self._tail = os.pread(fd, FIRST_BYTES, self.tail_start)
-        self.head_len = len(self._head)
-
-    def see(self, n: int) -> None:
-        """Let the searches see the first `min(n, size)` bytes (at least), not reading them yet."""
-        self.head_len = max(self.head_len, min(n, self.size))
 
     def read_head(self, n: int) -> bytes:
-        """The head buffer physically holding at least `min(n, size)` bytes (`head_len` unchanged):
-        only the missing bytes are read."""
-        have = len(self._head)
+        """The head holding at least `min(n, size)` bytes: only the missing bytes are read."""
+        have = len(self.head)
         if have < min(n, self.size):
-            self._head += os.pread(self.fd, min(n, self.size) - have, have)
-        return self._head
+            self.head += os.pread(self.fd, min(n, self.size) - have, have)
+        return self.head
 
     def tail(self, n: int) -> bytes:
         start = max(self.size - n, 0)
@@ -93,14 +84,18 @@ def _str_value(m) -> str | None:
     return m.group(1).decode("utf-8", "replace")
 
 
-def _at(pattern, data: bytes, literal: bytes, lo: int, hi: int):
-    """`pattern.search(data, lo, hi)` for a pattern that starts with `literal`: found by
-    `bytes.find` (faster than the regex engine's scan), matched there, and on from there."""
+def search_at_literal(pattern, data: bytes, literal: bytes, lo: int, hi: int):
+    """`pattern.search(data, lo, hi)` for a pattern that starts with `literal`: the regex tried
+    only where `bytes.find` finds the literal (docs/architecture.md#fast-paths)."""
     while (at := data.find(literal, lo, hi)) >= 0:
         if (m := pattern.match(data, at, hi)) is not None:
             return m
         lo = at + 1
     return None
+
+
+def search_at_literal_reference(pattern, data: bytes, literal: bytes, lo: int, hi: int):
+    return pattern.search(data, lo, hi)
 
 
 def config_start(data: bytes, end: int = -1) -> int:
@@ -125,75 +120,55 @@ def _config_bounds(data: bytes, pos: int, hi: int | None = None) -> tuple[int, i
     return trainer, (-1 if end < 0 else end + 1)
 
 
-def _find_at(data: bytes, byte: bytes, needles: tuple, lo: int, hi: int, tries: int = 64,
-             bounded: bool = False) -> int:
-    """The first offset in `data[lo:hi]` where one of `needles` (all starting with `byte`, a byte
-    rare in logs) starts: memchr-speed hops to each `byte`, `bytes.find` after `tries` misses.
-    A hop's needle may run past `hi` unless `bounded` (the tail's search keeps that, as before)."""
-    end = hi if bounded else len(data)
+def first_needle(data: bytes, needles: tuple, lo: int, hi: int, hop: bytes, tries: int = 64) -> int:
+    """The first offset in `data[lo:hi]` where one of `needles` lies whole (-1: none), all of them
+    starting with `hop`, a byte rare in logs: hops to each `hop` byte (memchr), `bytes.find` per
+    needle after `tries` misses (docs/architecture.md#fast-paths)."""
     for _ in range(tries):
-        at = data.find(byte, lo, hi)
-        if at < 0 or any(data.startswith(n, at, end) for n in needles):
+        at = data.find(hop, lo, hi)
+        if at < 0 or any(data.startswith(n, at, hi) for n in needles):
             return at
         lo = at + 1
+    return first_needle_reference(data, needles, lo, hi)
+
+
+def first_needle_reference(data: bytes, needles: tuple, lo: int, hi: int, hop: bytes = b"") -> int:
     hits = [at for n in needles if (at := data.find(n, lo, hi)) >= 0]
     return min(hits) if hits else -1
 
 
 def first_of(ends: LogEnds, needles: tuple, limit: int, hop: bytes = b"") -> tuple[bytes, int]:
-    """(head buffer, the first offset of any of `needles` fully within the first `limit` bytes, or
-    -1). Searches what was read, reading on (doubling) only when it is not there, and searching
-    only the bytes added; hops to each `hop` byte when given (see `_find_at`).
-
-    `ends.head_len` then grows as the doubling reads (16K, 32K, …) of the head did until the
-    needle was within them or the limit was reached, so the later searches see the same bytes as
-    before (the bytes past what was read are read only when a search needs them)."""
+    """(head, the first offset of any of `needles` lying whole within the first `limit` bytes, or
+    -1). Searches what was read, reading on (doubling) only while it is not there, and searching
+    only the bytes added; hops to each `hop` byte when given (`first_needle`)."""
     top = min(limit, ends.size)
     width = max(map(len, needles))
     lo = 0
     while True:
-        data = ends._head
+        data = ends.head
         hi = min(len(data), top)
-        if hop:
-            at = _find_at(data, hop, needles, lo, hi, bounded=True)
-        else:
-            hits = [at for n in needles if (at := data.find(n, lo, hi)) >= 0]
-            at = min(hits) if hits else -1
+        at = first_needle(data, needles, lo, hi, hop) if hop else first_needle_reference(data, needles, lo, hi)
         if at >= 0 or hi >= top:
-            break
+            return data, at
         lo = max(hi - width, 0)
         ends.read_head(min(top, 2 * hi))
-    need = -1 if at < 0 else at + next(len(n) for n in needles if data.startswith(n, at, hi))
-    v = ends.head_len
-    while min(v, limit) < top and (need < 0 or min(v, limit) < need):
-        v = min(2 * min(v, limit), ends.size)
-    ends.see(v)
-    return ends._head, at
 
 
 def find_config_bounds(ends: LogEnds) -> tuple[bytes, int, int, int]:
-    """(head bytes, config start, offset of the print's `'trainer': {`, config end), reading on
-    only as far as needed: the start (the first `{'actor_rollout_ref'` or `{'data'`, as
-    `config_start`) within CONFIG_BYTES, the end within CONFIG_WINDOW of it; -1 for what is not
-    there. The bytes seen are `data[:ends.head_len]`."""
+    """(head, config start, offset of the print's `'trainer': {`, config end), reading on only as
+    far as needed: the start (the first `{'actor_rollout_ref'` or `{'data'`, as `config_start`)
+    within CONFIG_BYTES, the end within CONFIG_WINDOW of it; -1 for what is not there."""
     data, pos = first_of(ends, _CONFIG_STARTS, CONFIG_BYTES, b"{")  # `{` is rare before the config print
     if pos < 0:
         return data, -1, -1, -1
     wmax = min(pos + CONFIG_WINDOW, ends.size)
     while True:  # the trainer section and the print's end, in what was read, else within CONFIG_WINDOW
-        data = ends._head
+        data = ends.head
         hi = min(len(data), wmax)
         trainer, end = _config_bounds(data, pos, hi)
         if end >= 0 or hi >= wmax:
-            break
+            return data, pos, trainer, end
         ends.read_head(min(wmax, 2 * hi))
-    v = ends.head_len  # the head length the doubling reads reached (see `first_of`)
-    while v < wmax and (end < 0 or min(pos + CONFIG_WINDOW, v) < end + 1):
-        v = min(2 * v, wmax)
-    ends.see(v)
-    if end < 0:  # the field searches then run over all that is seen
-        ends.read_head(ends.head_len)
-    return ends._head, pos, trainer, end
 
 
 def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trainer: int | None = None,
@@ -219,9 +194,9 @@ def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trai
     exp = total = project = None
     logger = True
     if trainer >= 0:
-        exp = _str_value(_at(_EXPERIMENT, data, b"'experiment_name': ", trainer, stop))
-        project = _str_value(_at(_PROJECT, data, b"'project_name': ", trainer, stop))
-        m = _at(_TOTAL, data, b"'total_training_steps': ", trainer, stop)
+        exp = _str_value(search_at_literal(_EXPERIMENT, data, b"'experiment_name': ", trainer, stop))
+        project = _str_value(search_at_literal(_PROJECT, data, b"'project_name': ", trainer, stop))
+        m = search_at_literal(_TOTAL, data, b"'total_training_steps': ", trainer, stop)
         total = int(m.group(1)) if m is not None and m.group(1) != b"None" else None
         at = data.find(b"'logger': [", trainer, stop)
         close = data.find(b"]", at, stop) if at >= 0 else -1
@@ -229,15 +204,15 @@ def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trai
     models: list = []
     model = data.find(b"'model': {", pos, stop)
     if rl:
-        path = _at(_PATH, data, b"'path': ", model, stop) if model >= 0 else None
+        path = search_at_literal(_PATH, data, b"'path': ", model, stop) if model >= 0 else None
         models.append(_str_value(path))
         # `critic` sorts after `actor_rollout_ref` (whose `model` is the first one): search on from there
         critic = data.find(b"'critic': {", path.end() if path is not None else max(model, pos), stop)
         cmodel = data.find(b"'model': {", critic, stop) if critic >= 0 else -1
-        models.append(_str_value(_at(_PATH, data, b"'path': ", cmodel, stop)) if cmodel >= 0 else None)
+        models.append(_str_value(search_at_literal(_PATH, data, b"'path': ", cmodel, stop)) if cmodel >= 0 else None)
     else:
-        models += [_str_value(_at(_PARTIAL, data, b"'partial_pretrain': ", model, stop)) if model >= 0 else None,
-                   _str_value(_at(_PATH, data, b"'path': ", model, stop)) if model >= 0 else None]
+        models += [_str_value(search_at_literal(_PARTIAL, data, b"'partial_pretrain': ", model, stop)) if model >= 0 else None,
+                   _str_value(search_at_literal(_PATH, data, b"'path': ", model, stop)) if model >= 0 else None]
     return QuickHead(exp, total, tuple(models), "rl" if rl else "sft", logger, max(end, 0), project)
 
 
@@ -252,15 +227,20 @@ def first_stamp(data: bytes, start: int = 0, hi: int | None = None) -> bytes | N
 
 
 def head_search(ends: LogEnds, pattern, literal: bytes, limit: int):
-    """`pattern` searched at the first `literal` in the first `limit` bytes."""
-    data, at = first_of(ends, (literal,), limit)
-    return pattern.search(ends.read_head(ends.head_len), at, ends.head_len) if at >= 0 else None
+    """`pattern` searched from the first `literal` in the first `limit` bytes, on the head read
+    through that line's end (at most LINE_BYTES more)."""
+    _data, at = first_of(ends, (literal,), limit)
+    if at < 0:
+        return None
+    while ends.head.find(b"\n", at) < 0 and len(ends.head) < min(ends.size, at + LINE_BYTES):
+        ends.read_head(len(ends.head) + FIRST_BYTES)
+    return pattern.search(ends.head, at)
 
 
 def stamp_in(ends: LogEnds, start: int, hi: int) -> bytes | None:
     """`first_stamp` of the head's `[start, hi)`, reading on (doubling) only while none is found."""
     while True:
-        data = ends._head
+        data = ends.head
         top = min(len(data), hi)
         stamp = first_stamp(data, start, top)
         if stamp is not None or top >= min(hi, ends.size):
@@ -338,7 +318,7 @@ def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
             break
     total = tail_progress_total(data, lo, hi) if progress else None
     keys = tail_val_keys(data, lo, hi)
-    final = _find_at(data, b"F", (_FINAL,), lo, hi, tries=8) >= 0
+    final = first_needle(data, (_FINAL,), lo, hi, b"F", tries=8) >= 0
     if not final and at >= 0 and at - lo < FINAL_BEFORE and ends.tail_start > 0:
         more = ends.tail(ends.size - ends.tail_start + FINAL_BEFORE)  # prepends FINAL_BEFORE bytes (or fewer)
         added = len(more) - len(data)

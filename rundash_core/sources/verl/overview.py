@@ -210,8 +210,8 @@ def _started(stamp: bytes | None, head: bytes) -> float | None:
 
 
 def _digest(ends: LogEnds) -> Digest:
-    data, pos, trainer, end = find_config_bounds(ends)  # the bytes seen: data[:ends.head_len]
-    seen = ends.head_len
+    data, pos, trainer, end = find_config_bounds(ends)
+    seen = len(data)
     qh = quick_head(data, pos, end, trainer, seen) if pos >= 0 else QuickHead()
     if pos < 0 or qh.end == 0:  # no config print read to its end: the launch command's overrides
         qh = _with_overrides(qh, ends, pos)
@@ -222,8 +222,7 @@ def _digest(ends: LogEnds) -> Digest:
         last, max(len(last) - FIRST_BYTES, 0), len(last))
     stamp = stamp_in(ends, 0, seen)  # the first wall-clock stamp of what was seen, else of the head window
     if stamp is None and seen < min(HEAD_BYTES, ends.size):
-        ends.see(HEAD_BYTES)
-        stamp = stamp_in(ends, max(seen - 32, 0), ends.head_len)
+        stamp = stamp_in(ends, max(seen - 32, 0), HEAD_BYTES)
     logger = None
     if qh.file_logger:  # the config's trainer.logger holds 'file', or there is no config to say
         m = head_search(ends, FILE_LOGGER, b"Creating file logger at ", LOGGER_BYTES)
@@ -238,11 +237,11 @@ def _digest(ends: LogEnds) -> Digest:
         if total is None and (pos < 0 or qh.flavor == "sft"):
             m = head_search(ends, SFT_STEPS, b"Number of steps/epoch", window)
             total = int(m.group(1)) if m else None
-    first_metric = first_step(ends._head, max(qh.end, pos, 0))
+    first_metric = first_step(ends.head, max(qh.end, pos, 0))
     if qt.last_step is None and ends.tail_start > 0 and (pos >= 0 or first_metric is not None):
         step, train = far_steps(ends)  # a training log ending in MiBs of other output
         qt = replace(qt, last_step=step, last_train_step=train)
-    return Digest(named, qh, qt, _started(stamp, ends._head[:ends.head_len]), logger, first_metric, total,
+    return Digest(named, qh, qt, _started(stamp, ends.head), logger, first_metric, total,
                   next((name for p in qh.models if (name := model_name(p)) is not None), None),
                   tuple(val_sources(qt.keys)))
 
@@ -253,8 +252,8 @@ def _with_overrides(qh: QuickHead, ends: LogEnds, pos: int) -> QuickHead:
     `trainer.experiment_name=…`, `actor_rollout_ref.model.path=$MODEL_PATH`, and shell variables).
     Searched in the head bytes the config search already read: before the print, within
     HEAD_BYTES; nothing more is read."""
-    hi = min(ends.head_len, len(ends._head), OVERRIDE_BYTES, pos if pos >= 0 else ends.size)
-    hc = head_config(ends._head[:hi], 0, complete=hi >= ends.size or hi == pos)
+    hi = min(len(ends.head), OVERRIDE_BYTES, pos if pos >= 0 else ends.size)
+    hc = head_config(ends.head[:hi], 0, complete=hi >= ends.size or hi == pos)
     if not hc:
         return qh
     exp, total = hc.get("trainer.experiment_name"), hc.get("trainer.total_training_steps")
