@@ -52,26 +52,37 @@ def far_steps(ends: LogEnds) -> tuple[int | None, int | None]:
     if (have is not None and end - FAR_BYTES <= have.end <= end
             and os.pread(ends.fd, len(have.check), have.end - len(have.check)) == have.check):
         lo, known, whole = have.end, (have.step, have.train_step), True
-    found = _search(ends.fd, lo, end, lo_is_line_start=whole)
-    step, train = found if found[0] is not None else known
+    found = search_back(ends.fd, lo, end, lo_is_line_start=whole)
+    step = found[0] if found[0] is not None else known[0]
+    train = found[1] if found[1] is not None else known[1]  # (the appended bytes may log validation only)
     check = os.pread(ends.fd, min(CHECK_BYTES, end), end - min(CHECK_BYTES, end))
     cache.shared.discard(key)
     cache.shared.get_or_create(key, lambda: FarSteps(end, step, train, check), size=256)
     return step, train
 
 
-def _search(fd: int, lo: int, hi: int, *, lo_is_line_start: bool) -> tuple[int | None, int | None]:
-    """The last (step, training step) in the file's `[lo, hi)` (`hi` a line start), searched
-    backwards block by block; a block's first line, cut, is searched with the block before."""
+def search_back(fd: int, lo: int, hi: int, *, lo_is_line_start: bool, block: int = FAR_BLOCK
+                ) -> tuple[int | None, int | None]:
+    """The last (step, training step) in the file's `[lo, hi)` (`hi` a line start), read backwards
+    `block` bytes at a time, so a step near `hi` costs one read; a block's first line, cut, is
+    searched with the block before (docs/architecture.md#fast-paths)."""
+    step = None
     while hi > lo:
-        start = max(hi - FAR_BLOCK, lo)
-        block = os.pread(fd, hi - start, start)
-        first = 0 if start == lo and lo_is_line_start else block.find(b"\n") + 1
-        if first in (0, len(block)) and not (start == lo and lo_is_line_start):  # no whole line here
+        start = max(hi - block, lo)
+        data = os.pread(fd, hi - start, start)
+        first = 0 if start == lo and lo_is_line_start else data.find(b"\n") + 1
+        if first in (0, len(data)) and not (start == lo and lo_is_line_start):  # no whole line here
             hi = start
             continue
-        step, _at, train = last_steps(block, first, len(block))
-        if step is not None:
+        found, _at, train = last_steps(data, first, len(data))
+        step = found if step is None else step
+        if train is not None:  # (a last line logging validation keys only: its training step is before it)
             return step, train
         hi = start + first
-    return None, None
+    return step, None
+
+
+def search_back_reference(fd: int, lo: int, hi: int, *, lo_is_line_start: bool) -> tuple[int | None, int | None]:
+    data = os.pread(fd, hi - lo, lo)
+    step, _at, train = last_steps(data, 0 if lo_is_line_start else data.find(b"\n") + 1, len(data))
+    return step, train

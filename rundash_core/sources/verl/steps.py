@@ -1,7 +1,7 @@
-"""The steps of verl metric lines found by byte searches over a log's ends (`verl_ends`) and the
-bytes before them (`verl_far`): no whole-file parse. A line counts as a step done only when it
-logs a finite value (`valued`): a line of NaNs (or text the grammar does not read as a metric
-line) sets no run card step."""
+"""The steps of verl metric lines found by byte searches over a log's ends (`ends`) and the bytes
+before them (`far`): no whole-file parse. A line counts as a step done only when it logs at least
+one finite number (`metrics.steps_done`): a line of NaNs (or text the grammar does not read as a
+metric line) sets no run card step."""
 from __future__ import annotations
 
 import re
@@ -27,9 +27,10 @@ def first_step(data: bytes, lo: int = 0) -> int | None:
     return None
 
 
-def _last_step_at(data: bytes, lo: int, hi: int) -> tuple[int | None, int]:
+def last_step_at(data: bytes, lo: int, hi: int) -> tuple[int | None, int]:
     """(the last `step:N - ` in `data[lo:hi]` not preceded by a word character or `/`, where it
-    starts); (None, -1) when there is none."""
+    starts); (None, -1) when there is none. Backwards `rfind` hops, the regex tried only at each
+    `step:` (docs/architecture.md#fast-paths)."""
     while (pos := data.rfind(b"step:", lo, hi)) >= 0:
         m = STEP_AT.match(data, pos, hi)
         if m is not None and (pos == 0 or not (data[pos - 1:pos].isalnum() or data[pos - 1:pos] in b"_/")):
@@ -38,10 +39,18 @@ def _last_step_at(data: bytes, lo: int, hi: int) -> tuple[int | None, int]:
     return None, -1
 
 
-def _last_valued_step(data: bytes, lo: int, hi: int) -> tuple[int | None, int]:
-    """`_last_step_at`, skipping lines that log no finite value (`logs_a_number`)."""
+_GUARDED_STEP_AT = re.compile(rb"(?<![\w/])step:(\d+) - ")
+
+
+def last_step_at_reference(data: bytes, lo: int, hi: int) -> tuple[int | None, int]:
+    found = list(_GUARDED_STEP_AT.finditer(data, lo, hi))  # the lookbehind sees before `lo`
+    return (int(found[-1].group(1)), found[-1].start()) if found else (None, -1)
+
+
+def _last_step_logging_a_number(data: bytes, lo: int, hi: int) -> tuple[int | None, int]:
+    """`last_step_at`, skipping lines that log no finite value (`logs_a_number`)."""
     while True:
-        step, at = _last_step_at(data, lo, hi)
+        step, at = last_step_at(data, lo, hi)
         if step is None or logs_a_number(data, at, hi):
             return step, at
         hi = at
@@ -58,11 +67,11 @@ def logs_a_number(data: bytes, at: int, hi: int) -> bool:
 def last_steps(data: bytes, lo: int, hi: int) -> tuple[int | None, int, int | None]:
     """(the last step in `data[lo:hi]` logging a finite value, where its line starts (-1: none),
     the last such step of a line logging more than validation keys)."""
-    step, at = _last_valued_step(data, lo, hi)
+    step, at = _last_step_logging_a_number(data, lo, hi)
     train, where, top = step, at, hi
     while train is not None and _validation_only(data, where, top):
         top = where
-        train, where = _last_valued_step(data, lo, top)
+        train, where = _last_step_logging_a_number(data, lo, top)
     return step, at, train
 
 
