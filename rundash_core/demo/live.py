@@ -176,7 +176,7 @@ class _LiveRun:
             self._inside(old).unlink(missing_ok=True)
         if step > LIVE.max_steps:
             return
-        ep, _idx, _r, _p = self._build(step, now)
+        ep, _index_row, _reward, _reward_chance = self._build(step, now)
         if not ep["traces"]:
             return
         tr = ep["traces"][0]

@@ -23,7 +23,8 @@ def _step(s: pd.Series, i: int) -> int:
     return int(s.index[i])
 
 
-def _g(x: float) -> str:
+def _four_digits(x: float) -> str:
+    """`x` to four significant digits, as findings quote values."""
     return f"{x:.4g}"
 
 
@@ -69,8 +70,8 @@ def _spikes(s: Signals, t: Thresholds, concept: str, rule: str, area: str, *, bo
     how = (f"recovered by step {int(v.index[v.index > last][t.recovered_steps - 1])}" if recovered
            else "at the run's end" if not current else "not yet recovered")
     return [Finding("warning" if current else "info", area, rule, key, int(steps[0]), last,
-                    f"{label or concept} spiked {int(hit.sum())}× (worst {_g(v[worst])} at step {worst}, "
-                    f"robust z {_g(z[worst])}); the last at step {last}, {how}",
+                    f"{label or concept} spiked {int(hit.sum())}× (worst {_four_digits(v[worst])} at step {worst}, "
+                    f"robust z {_four_digits(z[worst])}); the last at step {last}, {how}",
                     {"spikes": int(hit.sum()), "worst_step": int(worst), "worst_value": float(v[worst]),
                      "z": float(z[worst]), "spike_steps": [int(x) for x in steps[:20]], "last_spike": last,
                      "steps_after": after, "recovered": recovered})]
@@ -95,11 +96,11 @@ def entropy(s: Signals, t: Thresholds) -> list[Finding]:
         evidence = {"early": early, "recent": recent, "ratio": recent / early, "before": before, "low_since": since}
         if recent < 0.5 * before:
             out.append(Finding("warning", "stability", "entropy_collapse", key, _step(v, -w), _step(v, -1),
-                               f"entropy collapsed: {_g(recent)} over the last {w} steps vs {_g(early)} early on, "
-                               f"and still falling ({_g(before)} {3 * w} steps before)", evidence))
+                               f"entropy collapsed: {_four_digits(recent)} over the last {w} steps vs {_four_digits(early)} early on, "
+                               f"and still falling ({_four_digits(before)} {3 * w} steps before)", evidence))
         else:
             out.append(Finding("info", "stability", "entropy_low", key, since, _step(v, -1),
-                               f"entropy settled low: {_g(recent)} over the last {w} steps vs {_g(early)} early on "
+                               f"entropy settled low: {_four_digits(recent)} over the last {w} steps vs {_four_digits(early)} early on "
                                f"(below {t.entropy_collapse:.0%} of it since step {since})", evidence))
     return out + _spikes(s, t, "entropy", "entropy_spike", "stability")
 
@@ -122,7 +123,7 @@ def mismatch_kl(s: Signals, t: Thresholds) -> list[Finding]:
     early, recent = float(v.iloc[:w].median()), float(v.iloc[-w:].mean())
     if recent > t.kl_rise * max(early, 1e-6) and recent > 1e-4:
         return [Finding("warning", "stability", "mismatch_kl_rising", key, _step(v, -w), _step(v, -1),
-                        f"mismatch KL is rising: {_g(recent)} over the last {w} steps vs {_g(early)} early on",
+                        f"mismatch KL is rising: {_four_digits(recent)} over the last {w} steps vs {_four_digits(early)} early on",
                         {"early": early, "recent": recent})]
     return []
 
@@ -162,13 +163,13 @@ def reward(s: Signals, t: Thresholds) -> list[Finding]:
     drop = peak - last
     if drop > max(2 * noise / np.sqrt(w), 0.05 * abs(peak), 1e-9) and peak_step < _step(v, -1):
         return [Finding("warning", "progress", "reward_drop", key, peak_step, _step(v, -1),
-                        f"reward fell from {_g(peak)} (window ending at step {peak_step}) to {_g(last)} "
+                        f"reward fell from {_four_digits(peak)} (window ending at step {peak_step}) to {_four_digits(last)} "
                         f"over the last {w} steps", {"peak": peak, "peak_step": peak_step, "recent": last})]
     if len(v) >= 4 * w:
         before = float(v.iloc[-3 * w:-2 * w].mean())
         if abs(last - before) < max(2 * noise / np.sqrt(w), 0.02 * abs(before), 1e-9):
             return [Finding("info", "progress", "reward_plateau", key, _step(v, -3 * w), _step(v, -1),
-                            f"reward has plateaued around {_g(last)} for the last {3 * w} steps",
+                            f"reward has plateaued around {_four_digits(last)} for the last {3 * w} steps",
                             {"recent": last, "before": before})]
     return []
 
@@ -224,7 +225,7 @@ def lengths(s: Signals, t: Thresholds) -> list[Finding]:
         early, recent = float(v.iloc[:w].mean()), float(v.iloc[-w:].mean())
         if early > 0 and (recent > 2 * early or recent < 0.5 * early):
             out.append(Finding("info", "progress", "length_drift", key, _step(v, -w), _step(v, -1),
-                               f"response length drifted from {_g(early)} to {_g(recent)} tokens",
+                               f"response length drifted from {_four_digits(early)} to {_four_digits(recent)} tokens",
                                {"early": early, "recent": recent}))
     out += _recent_share(s, t, "truncation", "truncation", t.truncation, "of responses are truncated")
     return out
@@ -284,7 +285,7 @@ def waiting(s: Signals, t: Thresholds) -> list[Finding]:
         if wait[1] > max(active, 0.0) and wait[1] > 0:
             v = wait[2]
             out.append(Finding("warning", "performance", rule, wait[0], _step(v, -window_for(len(v), t)),
-                               _step(v, -1), f"{advice} (wait {_g(wait[1])} s vs active {_g(active)} s per step)",
+                               _step(v, -1), f"{advice} (wait {_four_digits(wait[1])} s vs active {_four_digits(active)} s per step)",
                                {"wait_s": wait[1], "active_s": active}))
     for concept, rule, advice in (("trainer idle ratio", "trainer_waits", "the trainer is idle most of the time: "
                                    "add rollout capacity"),
@@ -304,7 +305,7 @@ def staleness(s: Signals, t: Thresholds) -> list[Finding]:
     if found is not None and found[1] > t.staleness_steps:
         v = found[2]
         out.append(Finding("warning", "performance", "staleness", found[0], _step(v, -window_for(len(v), t)),
-                           _step(v, -1), f"rollouts are {_g(found[1])} steps off-policy on average",
+                           _step(v, -1), f"rollouts are {_four_digits(found[1])} steps off-policy on average",
                            {"recent": found[1], "limit": t.staleness_steps}))
     dropped = s.concept("dropped stale")
     total = s.concept("dropped stale total")
@@ -319,7 +320,7 @@ def staleness(s: Signals, t: Thresholds) -> list[Finding]:
         return out
     if n > 0:
         out.append(Finding("warning", "performance", "stale_dropped", key, _step(v, -window_for(len(v), t)),
-                           _step(v, -1), f"{_g(n)} stale rollouts dropped recently", {"dropped": n}))
+                           _step(v, -1), f"{_four_digits(n)} stale rollouts dropped recently", {"dropped": n}))
     return out
 
 
@@ -333,7 +334,7 @@ def mfu(s: Signals, t: Thresholds) -> list[Finding]:
     best, recent = float(rolling.max()), float(rolling.iloc[-1])
     if best > 0 and recent < t.mfu_drop * best:
         return [Finding("warning", "performance", "mfu_drop", key, _step(v, -w), _step(v, -1),
-                        f"MFU dropped to {_g(recent)} from {_g(best)} (best window)", {"best": best, "recent": recent})]
+                        f"MFU dropped to {_four_digits(recent)} from {_four_digits(best)} (best window)", {"best": best, "recent": recent})]
     return []
 
 

@@ -7,6 +7,8 @@ back until its newline arrives; a file that shrank or was replaced is re-read fr
 Lines are parsed with orjson (strict, fast); only a line orjson rejects goes through the lenient
 path (NUL bytes removed, bad UTF-8 replaced, `NaN`/`Infinity` accepted by the stdlib parser), and
 a line that still cannot be read is counted in `problems`, by kind, with the first line number.
+`dict_or_empty` / `list_or_empty` read a field of a parsed row that should hold an object or a
+list, whatever the writer put there (a string or number where a list belongs is not iterated).
 """
 from __future__ import annotations
 
@@ -216,6 +218,16 @@ def _line_problems(raw: bytes, line_no: int) -> LineProblems:
     if row is not _SKIP and type(row) is not dict:
         problems.add("not a JSON object", line_no)
     return problems
+
+
+def dict_or_empty(v) -> dict:
+    """`v` when it is a JSON object, else {}."""
+    return v if isinstance(v, dict) else {}
+
+
+def list_or_empty(v) -> list:
+    """`v` when it is a JSON list, else []."""
+    return v if isinstance(v, list) else []
 
 
 def read_located_object(locator: str, *, sample: str) -> dict:

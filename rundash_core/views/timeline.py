@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from rundash_core.frames import Episode
+from rundash_core.io.jsonl import dict_or_empty
 
 PHASES = ("boot", "setup", "agent", "finalize", "scoring")
 LANES = ("phases", "model", "tools")
@@ -33,9 +34,9 @@ def _num(v) -> float | None:
 
 def _trace_spans(trace: dict, prefix: str, messages) -> list[tuple[str, str, float, float, str]]:
     out = []
-    timing = trace.get("timing") if isinstance(trace.get("timing"), dict) else {}
+    timing = dict_or_empty(trace.get("timing"))
     for phase in PHASES:
-        span = timing.get(phase) if isinstance(timing.get(phase), dict) else {}
+        span = dict_or_empty(timing.get(phase))
         s, e = _num(span.get("start")), _num(span.get("end"))
         if s and e and e >= s:
             out.append((prefix + "phases", phase, s, e, ""))
@@ -45,7 +46,7 @@ def _trace_spans(trace: dict, prefix: str, messages) -> list[tuple[str, str, flo
     calls.sort(key=lambda c: c["time"]["start"])
     for i, c in enumerate(calls):
         s, e = _num(c["time"]["start"]), _num(c["time"]["end"])
-        usage = c.get("usage") if isinstance(c.get("usage"), dict) else {}
+        usage = dict_or_empty(c.get("usage"))
         done = _num(usage.get("completion_tokens"))
         detail = " · ".join(x for x in (f"finish: {c.get('finish_reason')}" if c.get("finish_reason") else "",
                                          f"{int(done)} tokens out" if done is not None else "",
@@ -68,11 +69,11 @@ def episode_spans(episode: Episode) -> tuple[list[Span], bool]:
     several = len(traces) > 1
     raw = []
     for k, t in enumerate(traces):
-        agent = t.get("agent") if isinstance(t.get("agent"), dict) else {}
+        agent = dict_or_empty(t.get("agent"))
         prefix = f"{agent.get('name') or k}/" if several else ""
         raw += _trace_spans(t, prefix, None if several else episode.messages)
     if raw:
-        t0 = min(s for _l, _n, s, _e, _d in raw)
+        t0 = min(start for _lane, _label, start, _end, _detail in raw)
         return [Span(lane, label, s - t0, e - t0, d) for lane, label, s, e, d in raw], False
     spans, at = [], 0.0
     for phase, seconds in episode.timing.items():

@@ -45,11 +45,11 @@ def test_fold_rebuilds_the_partial_trace():
     assert dispatch == lines[0]["dispatch"]
     assert pending == [x for x in lines if "pending" in x][-1]["pending"]  # the last pending, after the nodes
     # nodes clear what was pending; a discard drops nodes
-    t2, _d, p2 = live.fold_deltas(lines[:3])
+    t2, _dispatch, p2 = live.fold_deltas(lines[:3])
     assert p2 == [] and len(t2["nodes"]) == len(nodes)
-    t3, _d, _p = live.fold_deltas([*lines[:3], {"trace": TRACE, "discard": 1}])
+    t3, _dispatch, _pending = live.fold_deltas([*lines[:3], {"trace": TRACE, "discard": 1}])
     assert len(t3["nodes"]) == len(nodes) - 1
-    t4, _d, _p = live.fold_deltas([*lines[:3], {"trace": TRACE, "discard": [0]}])
+    t4, _dispatch, _pending = live.fold_deltas([*lines[:3], {"trace": TRACE, "discard": [0]}])
     assert t4["nodes"] == trace["nodes"][1:]
 
 
@@ -68,7 +68,7 @@ def test_stage_from_timing():
     t["timing"]["scoring"]["end"] = 6.0
     assert live.stage(t) == "done"
     assert live.stage({**t, "errors": [{"type": "ProviderError"}]}) == "error"
-    trace, _d, _p = live.fold_deltas(_lines(LIVE / f"{TRACE}.jsonl"))
+    trace, _dispatch, _pending = live.fold_deltas(_lines(LIVE / f"{TRACE}.jsonl"))
     assert live.stage(trace) == "running"  # the writer's file: boot and setup done, agent started
 
 
@@ -90,7 +90,7 @@ def test_live_samples_of_the_real_writer(run_dir):
     assert rows["duration_s"].is_monotonic_increasing
     # the partial episode: its nodes, then the pending messages
     ep = run.episode(f"live-{TRACE}")
-    trace, _d, pending_msgs = live.fold_deltas(_lines(LIVE / f"{TRACE}.jsonl"))
+    trace, _dispatch, pending_msgs = live.fold_deltas(_lines(LIVE / f"{TRACE}.jsonl"))
     assert [m.role for m in ep.messages] == ([n["message"]["role"] for n in trace["nodes"]]
                                              + [m["role"] for m in pending_msgs])
     assert ep.raw["in_flight"]["stage"] == "running" and ep.env == first["env"]

@@ -9,6 +9,7 @@ import orjson
 import pandas as pd
 
 from rundash_core import frames
+from rundash_core.io.jsonl import dict_or_empty, list_or_empty
 
 TOKEN_COLUMNS = {"logprobs": "logprob", "advantages": "advantage", "reference_logprobs": "reference_logprob",
                  "trainer_logprobs": "trainer_logprob", "entropies": "entropy", "is_masked": "is_masked",
@@ -22,12 +23,6 @@ def _int(v) -> int | None:
     """An int that fits the frames' Int64 columns exactly (orjson parses up to 2**64 - 1: a larger
     one made the listing raise OverflowError)."""
     return v if isinstance(v, int) and not isinstance(v, bool) and -MAX_INT <= v <= MAX_INT else None
-
-def _d(v) -> dict:
-    return v if isinstance(v, dict) else {}
-
-def _l(v) -> list:
-    return v if isinstance(v, list) else []
 
 def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
@@ -61,14 +56,14 @@ def fold(trace: dict, annotations: list[dict]) -> None:
     """Apply annotation records to a trace in place (spec 5.6): info deep-merged; each branch
     stream walked along the branch's nodes, kept at mask positions, taken by a node only when all
     its kept values are non-null (`is_masked` keeps nulls)."""
-    nodes = [n for n in _l(trace.get("nodes")) if isinstance(n, dict)]
+    nodes = [n for n in list_or_empty(trace.get("nodes")) if isinstance(n, dict)]
     paths = branches(nodes)
     for rec in annotations:
         if isinstance(rec.get("info"), dict):
             info = trace.setdefault("info", {})
             if isinstance(info, dict):
                 _merge(info, rec["info"])
-        for br in _l(rec.get("branches")):
+        for br in list_or_empty(rec.get("branches")):
             b = _int(br.get("index")) if isinstance(br, dict) else None
             if b is None or not 0 <= b < len(paths):
                 continue
@@ -78,8 +73,8 @@ def fold(trace: dict, annotations: list[dict]) -> None:
                 pos = 0
                 for i in paths[b]:
                     node = nodes[i]
-                    n = len(_l(node.get("token_ids")))
-                    mask = _l(node.get("mask"))
+                    n = len(list_or_empty(node.get("token_ids")))
+                    mask = list_or_empty(node.get("mask"))
                     part = values[pos:pos + n]
                     pos += n
                     kept = [v for v, m in zip(part, mask) if m]
@@ -104,12 +99,12 @@ def _text(content) -> str:
     return orjson.dumps(content).decode()
 
 def message(node: dict) -> frames.Message:
-    m = node.get("message") if isinstance(node.get("message"), dict) else {}
+    m = dict_or_empty(node.get("message"))
     calls = []
-    for c in _l(m.get("tool_calls")):
+    for c in list_or_empty(m.get("tool_calls")):
         if not isinstance(c, dict):
             continue
-        fn = c.get("function") if isinstance(c.get("function"), dict) else {}  # (OpenAI shape)
+        fn = dict_or_empty(c.get("function"))  # (OpenAI shape)
         args = c.get("arguments", fn.get("arguments", ""))
         calls.append(frames.ToolCall(name=str(c.get("name") or fn.get("name") or ""),
                                      arguments=args if isinstance(args, str) else orjson.dumps(args).decode(),
@@ -128,8 +123,8 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
     one per node: opening an episode is what the Trajectory page waits for)."""
     nodes, mismatches = [], []  # (n, {column: array}) per node with tokens
     for t, trace in enumerate(traces):
-        parents = token_parents(_l(trace.get("nodes")))
-        for i, node in enumerate(_l(trace.get("nodes"))):
+        parents = token_parents(list_or_empty(trace.get("nodes")))
+        for i, node in enumerate(list_or_empty(trace.get("nodes"))):
             ids = node.get("token_ids") if isinstance(node, dict) else None
             if not isinstance(ids, list) or not ids:
                 continue
@@ -140,13 +135,13 @@ def token_frame(traces: list[dict]) -> pd.DataFrame | None:
                 mismatches.append(f"{where}token_ids are not all whole numbers (no token view)")
                 continue
             mask = np.zeros(n, dtype=bool)
-            m = _l(node.get("mask"))
+            m = list_or_empty(node.get("mask"))
             mask[:min(n, len(m))] = [bool(v) for v in m[:n]]
             cols = {"trace": np.full(n, t), "node": np.full(n, i), "parent": np.full(n, parents[i]), "position": np.arange(n),
                     "token_id": token_ids, "mask": mask}
             if len(m) != n:
                 mismatches.append(f"{where}mask has {len(m)} values for {n} tokens")
-            content = _l(node.get("is_content"))  # full length (1.0 / 0.0), or empty: not recorded
+            content = list_or_empty(node.get("is_content"))  # full length (1.0 / 0.0), or empty: not recorded
             if len(content) == n:
                 cols["is_content"] = np.asarray([bool(v) for v in content], dtype="float64")
             elif content:
@@ -187,7 +182,7 @@ def _array(values: list, dtype: str) -> np.ndarray | None:
 
 
 def _timing(trace: dict) -> dict[str, float]:
-    timing = trace.get("timing") if isinstance(trace.get("timing"), dict) else {}
+    timing = dict_or_empty(trace.get("timing"))
     out = {}
     for phase, v in timing.items():
         if not isinstance(v, dict):
@@ -204,30 +199,30 @@ def to_episode(record: dict, row: dict, run_id: str, annotations: dict[str, list
     """A verifiers Episode record (annotations folded) as `frames.Episode`; `row` is its samples row."""
     if "traces" not in record and "nodes" in record:  # an older Trace-per-line record
         record = {**{k: v for k, v in record.items() if k not in ("nodes", "calls")}, "traces": [record]}
-    traces = [t for t in _l(record.get("traces")) if isinstance(t, dict)]
+    traces = [t for t in list_or_empty(record.get("traces")) if isinstance(t, dict)]
     for t in traces:
         fold(t, annotations.get(t["id"], []) if isinstance(t.get("id"), str) else [])
     several = len(traces) > 1
     rewards, metrics, timing, messages, errors = {}, {}, {}, [], []
     for k, t in enumerate(traces):
-        prefix = f"{_d(t.get('agent')).get('name') or k}/" if several else ""
-        for name, r in _d(t.get("rewards")).items():
+        prefix = f"{dict_or_empty(t.get('agent')).get('name') or k}/" if several else ""
+        for name, r in dict_or_empty(t.get("rewards")).items():
             score = _num(r.get("score")) if isinstance(r, dict) else _num(r)
             if score is not None:
                 rewards[prefix + name] = score
-        for name, v in _d(t.get("metrics")).items():
+        for name, v in dict_or_empty(t.get("metrics")).items():
             if _num(v) is not None:
                 metrics[prefix + name] = _num(v)
         timing.update({prefix + k2: v for k2, v in _timing(t).items()})
-        messages += [message(n) for n in _l(t.get("nodes")) if isinstance(n, dict)]
-        errors += [e for e in _l(t.get("errors")) if isinstance(e, dict)]
-    errors = [e for e in _l(record.get("errors")) if isinstance(e, dict)] + errors
+        messages += [message(n) for n in list_or_empty(t.get("nodes")) if isinstance(n, dict)]
+        errors += [e for e in list_or_empty(t.get("errors")) if isinstance(e, dict)]
+    errors = [e for e in list_or_empty(record.get("errors")) if isinstance(e, dict)] + errors
     if _num(row.get("duration_s")) is not None:
         timing["total"] = _num(row["duration_s"])
-    task = record.get("task") if isinstance(record.get("task"), dict) else {}
-    env = record.get("env") if isinstance(record.get("env"), dict) else {}
-    ids = {"episode": record.get("id"), "group": _d(record.get("group")).get("id"),
-           "task": task.get("key") or task.get("hash"), "run": _d(record.get("run")).get("id"),
+    task = dict_or_empty(record.get("task"))
+    env = dict_or_empty(record.get("env"))
+    ids = {"episode": record.get("id"), "group": dict_or_empty(record.get("group")).get("id"),
+           "task": task.get("key") or task.get("hash"), "run": dict_or_empty(record.get("run")).get("id"),
            "traces": ",".join(str(t.get("id")) for t in traces)}
     reward = row.get("reward")
     return frames.Episode(

@@ -25,7 +25,8 @@ from rundash_core import cache, frames
 from rundash_core.run import Problem
 from rundash_core.io.files import file_id, open_file
 from rundash_core.io.holes import data_until, nul_run_fd, run_text
-from rundash_core.sources.prime_rl.episode import _d, _int, _l, _num, message, to_episode
+from rundash_core.io.jsonl import dict_or_empty, list_or_empty
+from rundash_core.sources.prime_rl.episode import _int, _num, message, to_episode
 from rundash_core.sources.prime_rl.traces import _rows, traces_dir
 
 LIVE_PREFIX = "live-"
@@ -130,13 +131,13 @@ def stage(trace: dict | None) -> str:
     finalize, scoring, done, or error; from its `timing` (a phase with a start > 0 has begun)."""
     if not trace:
         return "pending"
-    if _l(trace.get("errors")) or trace.get("ok") is False and trace.get("is_completed"):
+    if list_or_empty(trace.get("errors")) or trace.get("ok") is False and trace.get("is_completed"):
         return "error"
     if trace.get("is_completed") is True:
         return "done"
-    timing = _d(trace.get("timing"))
+    timing = dict_or_empty(trace.get("timing"))
     for phase, name in _PHASES:
-        span = _d(timing.get(phase))
+        span = dict_or_empty(timing.get(phase))
         if (_num(span.get("start")) or 0) > 0:
             return "done" if phase == "scoring" and (_num(span.get("end")) or 0) > 0 else name
     return "boot"
@@ -149,7 +150,7 @@ def landed_trace_ids(run_path: str) -> frozenset[str]:
     if fid is None:
         return frozenset()
     return cache.shared.current(("prime-rl-landed", os.path.realpath(path)), fid, lambda: frozenset(
-        t for row in _rows(path) for t in _l(row.get("trace_ids")) if isinstance(t, str)))
+        t for row in _rows(path) for t in list_or_empty(row.get("trace_ids")) if isinstance(t, str)))
 
 
 def _listdir(path: str) -> list[str]:
@@ -161,9 +162,9 @@ def _listdir(path: str) -> list[str]:
 
 def _row(sample_id: str, dispatch: dict, trace: dict | None, locator: str, now: float) -> dict:
     trace = trace or {}
-    started = _num(dispatch.get("started")) or _num(_d(trace.get("timing")).get("start"))
-    nodes = [n for n in _l(trace.get("nodes")) if isinstance(n, dict)]
-    errors = _l(trace.get("errors"))
+    started = _num(dispatch.get("started")) or _num(dict_or_empty(trace.get("timing")).get("start"))
+    nodes = [n for n in list_or_empty(trace.get("nodes")) if isinstance(n, dict)]
+    errors = list_or_empty(trace.get("errors"))
     kind = dispatch.get("kind")
     return {
         "sample_id": sample_id, "split": kind if kind in ("train", "eval") else None,
@@ -174,7 +175,7 @@ def _row(sample_id: str, dispatch: dict, trace: dict | None, locator: str, now: 
         "status": f"in flight: {stage(trace if trace else None)}",
         "input_tokens": _int(trace.get("num_input_tokens")) or None,
         "output_tokens": _int(trace.get("num_output_tokens")) or None,
-        "turns": sum(1 for n in nodes if _d(n.get("message")).get("role") == "assistant"),
+        "turns": sum(1 for n in nodes if dict_or_empty(n.get("message")).get("role") == "assistant"),
         "duration_s": max(now - started, 0.0) if started else None, "locator": locator}
 
 

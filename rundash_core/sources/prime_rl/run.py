@@ -83,34 +83,35 @@ class PrimeRLRun(Run):
                                 "logs"})  # + reports when it has some
 
     # Files ---------------------------------------------------------------------------------------
-    def _p(self, *parts: str) -> str:
+    def _in_run(self, *parts: str) -> str:
+        """A path inside the run folder."""
         return os.path.join(self.path, *parts)
 
     def metrics_path(self) -> str | None:
         for rel in METRICS_PATHS:
-            p = self._p(rel)
+            p = self._in_run(rel)
             if os.path.lexists(p):
                 return p
         return None
 
     def attempts(self) -> list[int]:
-        nums = sorted(set(_attempt_numbers(self._p("configs"))) | set(_attempt_numbers(self._p("logs"))))
+        nums = sorted(set(_attempt_numbers(self._in_run("configs"))) | set(_attempt_numbers(self._in_run("logs"))))
         return nums or [1]
 
     def latest_attempt(self) -> int | None:
         """`latest` of configs/ (else logs/); a run with neither (an eval dir) is its one attempt."""
-        return _latest_attempt(self._p("configs")) or _latest_attempt(self._p("logs")) or self.attempts()[-1]
+        return _latest_attempt(self._in_run("configs")) or _latest_attempt(self._in_run("logs")) or self.attempts()[-1]
 
     def _config_root(self, attempt: int | None) -> str:
         """The folder holding command.txt / *.toml / resolved/ for an attempt, newest layout first."""
         if attempt is None:  # the latest: `_latest_attempt` found its folder
-            latest = _latest_attempt(self._p("configs"))
+            latest = _latest_attempt(self._in_run("configs"))
             if latest is not None:
-                return self._p("configs", f"attempt_{latest}")
-            attempt = _latest_attempt(self._p("logs"))
-        if attempt is not None and os.path.isdir(self._p("configs", f"attempt_{attempt}")):
-            return self._p("configs", f"attempt_{attempt}")
-        return self._p("configs")
+                return self._in_run("configs", f"attempt_{latest}")
+            attempt = _latest_attempt(self._in_run("logs"))
+        if attempt is not None and os.path.isdir(self._in_run("configs", f"attempt_{attempt}")):
+            return self._in_run("configs", f"attempt_{attempt}")
+        return self._in_run("configs")
 
     def _resolved_dir(self, attempt: int | None = None) -> str:
         root = self._config_root(attempt)
@@ -161,7 +162,8 @@ class PrimeRLRun(Run):
             return "sft"
         if {"orchestrator.json", "trainer.json", "rl.json"} & set(resolved):
             return "rl"
-        if "eval.json" in resolved or (os.path.exists(self._p("traces.jsonl")) and not os.path.isdir(self._p("configs"))):
+        if "eval.json" in resolved or (os.path.exists(self._in_run("traces.jsonl"))
+                                       and not os.path.isdir(self._in_run("configs"))):
             return "eval"
         return "rl"
 
@@ -202,7 +204,7 @@ class PrimeRLRun(Run):
         """Eval episodes expected per env and step: `monitors/file/plan.json` (spec 2.1)."""
         from rundash_core.views.eval_pane import read_plan
 
-        return read_plan(self._p("monitors", "file", "plan.json"))[0]
+        return read_plan(self._in_run("monitors", "file", "plan.json"))[0]
 
     # Overview ------------------------------------------------------------------------------------
     def _max_steps(self) -> int | None:
@@ -242,14 +244,15 @@ class PrimeRLRun(Run):
         configs/ and logs/ folders (a new attempt changes their mtime), the latest attempt's
         resolved configs and logs, the trace stream's newest chunk, traces.jsonl."""
         logs = self._logs_dir()
-        stream = self._p("monitors", "file", "traces", "stream")
+        stream = self._in_run("monitors", "file", "traces", "stream")
         chunks = _listdir(stream)
-        metrics = _stamp(self._p(METRICS_PATHS[0])) or _stamp(self._p(METRICS_PATHS[1]))
+        metrics = _stamp(self._in_run(METRICS_PATHS[0])) or _stamp(self._in_run(METRICS_PATHS[1]))
         root = self._config_root(None)
-        return (metrics, _stamp(self._p("configs")), root, _stamp(os.path.join(root, "resolved")), _stamp(self._p("logs")),
+        return (metrics, _stamp(self._in_run("configs")), root, _stamp(os.path.join(root, "resolved")),
+                _stamp(self._in_run("logs")),
                 logs, tuple((f, _stamp(os.path.join(logs, f))) for f in _listdir(logs) if f.endswith(".log")),
                 tuple(chunks), _stamp(os.path.join(stream, chunks[-1])) if chunks else None,
-                _stamp(self._p("traces.jsonl")))
+                _stamp(self._in_run("traces.jsonl")))
 
     def overview(self, now: float | None = None) -> Overview:
         """The run card and runs-list row: the metrics file's ends, the resolved configs and file
@@ -266,7 +269,7 @@ class PrimeRLRun(Run):
         times = [t[1] for t in (inputs[0], *(s for _f, s in inputs[6]), inputs[8], inputs[9]) if t is not None]
         touched = max(times) if times else None
         if started is None:
-            started = mtime(self._resolved_dir()) if os.path.isdir(self._p("configs")) else None
+            started = mtime(self._resolved_dir()) if os.path.isdir(self._in_run("configs")) else None
         train, evals = self._envs()
         return Overview(
             run_id=self.run_id, name=self.name, kind=self.kind, path=self.path,
@@ -286,13 +289,13 @@ class PrimeRLRun(Run):
         return list_reports(self.path)
 
     def _logs_dir(self) -> str:
-        n = _latest_attempt(self._p("logs"))
-        return self._p("logs", f"attempt_{n}") if n is not None else self._p("logs")
+        n = _latest_attempt(self._in_run("logs"))
+        return self._in_run("logs", f"attempt_{n}") if n is not None else self._in_run("logs")
 
     def _finished(self) -> bool:
         if self.flavor() != "eval":
             return False
-        stream = self._p("monitors", "file", "traces", "stream")
+        stream = self._in_run("monitors", "file", "traces", "stream")
         names = _listdir(stream)
         return os.path.isdir(stream) and not any(n.endswith(".jsonl") for n in names)
 
@@ -301,7 +304,7 @@ class PrimeRLRun(Run):
         out: list[Problem] = []
         path = self.metrics_path()
         if path is None:
-            out.append(Problem(self._p(METRICS_PATHS[0]), "no metrics file yet (missing)"))
+            out.append(Problem(self._in_run(METRICS_PATHS[0]), "no metrics file yet (missing)"))
         else:
             store = self.store()
             if store.tail.error:
@@ -313,10 +316,11 @@ class PrimeRLRun(Run):
             err = load_config_file(p).error
             if err:
                 out.append(Problem(p, err))
-        link = self._p("configs", "latest")
+        link = self._in_run("configs", "latest")
         if os.path.islink(link) and not os.path.exists(link):
             out.append(Problem(link, f"broken symlink (using attempt_{self.latest_attempt()})"))
-        for folder in dict.fromkeys((self._p("configs"), self._config_root(None), self._resolved_dir(), self._p("logs"))):
+        for folder in dict.fromkeys((self._in_run("configs"), self._config_root(None), self._resolved_dir(),
+                                     self._in_run("logs"))):
             if (why := _unlistable(folder)) is not None:
                 out.append(Problem(folder, f"cannot be listed ({why}): its files are not shown"))
         from rundash_core.views.eval_pane import read_plan  # (plan.json: the eval pane's blocks)
@@ -329,8 +333,8 @@ class PrimeRLRun(Run):
         out += bad_line_problems(self.path) + deep_record_problems(self.path)  # trace records read so far
         out += config_problems(self._resolved_dir(), self.config_files()) + log_problems(self.logs())
         out += chunk_problems(self.path) + live_problems(self.path)
-        out += unreadable_problems([self._p("logs"), self._p("reports"), self._p("monitors")], out)
-        return out + read_plan(self._p("monitors", "file", "plan.json"))[1]
+        out += unreadable_problems([self._in_run("logs"), self._in_run("reports"), self._in_run("monitors")], out)
+        return out + read_plan(self._in_run("monitors", "file", "plan.json"))[1]
 
     # Samples (traces: `prime_rl_traces`) ---------------------------------------------------------
     def samples(self, split: str | None = None, step: int | None = None):

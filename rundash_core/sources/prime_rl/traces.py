@@ -35,8 +35,9 @@ from rundash_core import cache, episode_ids, frames
 from rundash_core.io import zst_seekable
 from rundash_core.io.jsondepth import DEEP_MARK, is_too_deep, loads_shallow
 from rundash_core.io.files import file_id, shown_path
+from rundash_core.io.jsonl import dict_or_empty, list_or_empty
 from rundash_core.run import Problem, RunError
-from rundash_core.sources.prime_rl.episode import _d, _int, _l, _num, to_episode
+from rundash_core.sources.prime_rl.episode import _int, _num, to_episode
 from rundash_core.sources.prime_rl.lines import TornRecord, objects as _objects, read_record_line
 
 TRACES = ("monitors", "file", "traces")
@@ -163,7 +164,7 @@ def _list_samples(folder: str) -> pd.DataFrame:
         nxt = index[k + 1] if k + 1 < len(index) else None
         length = (nxt["offset"] - offset if nxt is not None and nxt.get("chunk") == row.get("chunk")
                   and _int(nxt.get("offset")) is not None and nxt["offset"] > offset else 0)
-        tids = [t for t in _l(row.get("trace_ids")) if isinstance(t, str)]
+        tids = [t for t in list_or_empty(row.get("trace_ids")) if isinstance(t, str)]
         shipped = [s for t in tids if (s := ship_of.get(t)) is not None]
         advantage = next((a for t in reversed(tids) if (a := advantage_of.get(t)) is not None),
                          _num(row.get("advantage")))
@@ -225,19 +226,20 @@ def _listdir(path: str) -> list[str]:
 
 def summarize(rec: dict) -> dict:
     """The index-row scalars (spec 5.4) of an Episode record (or of an older Trace-per-line)."""
-    traces = [t for t in _l(rec.get("traces") if "traces" in rec else [rec]) if isinstance(t, dict)]
+    traces = [t for t in list_or_empty(rec.get("traces") if "traces" in rec else [rec]) if isinstance(t, dict)]
     info0 = traces[0].get("info") if traces and isinstance(traces[0].get("info"), dict) else {}
     rewards = [sum((_num(r.get("score")) or 0.0) * (_num(r.get("weight")) or 1.0)
                    for r in t["rewards"].values() if isinstance(r, dict))
                for t in traces if isinstance(t.get("rewards"), dict)
                and any(isinstance(r, dict) and _num(r.get("score")) is not None for r in t["rewards"].values())]
-    advs = [a for t in traces if (a := _num(_d(t.get("info")).get("advantage"))) is not None]
-    nodes = [n for t in traces for n in _l(t.get("nodes")) if isinstance(n, dict)]
+    advs = [a for t in traces if (a := _num(dict_or_empty(t.get("info")).get("advantage"))) is not None]
+    nodes = [n for t in traces for n in list_or_empty(t.get("nodes")) if isinstance(n, dict)]
     stop = traces[-1].get("stop_condition") if traces else None
-    calls = [c for c in _l(traces[-1].get("calls")) if isinstance(c, dict) and not c.get("error")] if traces else []
+    calls = [c for c in list_or_empty(traces[-1].get("calls"))
+             if isinstance(c, dict) and not c.get("error")] if traces else []
     timing = traces[0].get("timing") if traces and isinstance(traces[0].get("timing"), dict) else {}
-    dispatch, arrival = _num(_d(info0.get("dispatch")).get("time")), _num(_d(info0.get("arrival")).get("time"))
-    env, group = _d(rec.get("env")), rec.get("group")
+    dispatch, arrival = _num(dict_or_empty(info0.get("dispatch")).get("time")), _num(dict_or_empty(info0.get("arrival")).get("time"))
+    env, group = dict_or_empty(rec.get("env")), rec.get("group")
     phases = sum(e - s for v in timing.values() if isinstance(v, dict)
                  and (s := _num(v.get("start"))) is not None and (e := _num(v.get("end"))) is not None)
 
@@ -247,11 +249,11 @@ def summarize(rec: dict) -> dict:
         "id": rec.get("id") or info0.get("episode_id"),
         "env": env.get("name") or env.get("id") or rec.get("env_name") or info0.get("env_name"),
         "group": group.get("id") if isinstance(group, dict) else rec.get("group_id") or info0.get("group_id"),
-        "ok": rec.get("ok"), "num_errors": len(_l(rec.get("errors"))),
+        "ok": rec.get("ok"), "num_errors": len(list_or_empty(rec.get("errors"))),
         "reward": sum(rewards) / len(rewards) if rewards else None,
         "advantage": sum(advs) / len(advs) if advs else None,
         "input_tokens": count("num_input_tokens"), "output_tokens": count("num_output_tokens"),
-        "turns": sum(1 for n in nodes if _d(n.get("message")).get("role") == "assistant"),
+        "turns": sum(1 for n in nodes if dict_or_empty(n.get("message")).get("role") == "assistant"),
         "stop_condition": stop if isinstance(stop, str) else None,
         "truncated": (isinstance(stop, str) and stop in TRUNCATING) or bool(calls and calls[-1].get("finish_reason") == "length"),
         "duration": arrival - dispatch if arrival is not None and dispatch is not None else phases or None,
@@ -356,7 +358,7 @@ def read_episode(run_path: str, run_id: str, samples: pd.DataFrame | None, sampl
     folder = traces_dir(run_path)
     ann = annotation_index(folder)
     anns = {t.get("id"): read_annotations(folder, t.get("id"), ann)
-            for t in _l(record.get("traces")) if isinstance(t, dict) and isinstance(t.get("id"), str)}
+            for t in list_or_empty(record.get("traces")) if isinstance(t, dict) and isinstance(t.get("id"), str)}
     ep = to_episode(record, row, run_id, anns)
     if cut:
         ep.error = "; ".join(filter(None, [ep.error, f"{shown_path(plain)}: the record at {offset} is nested too deep "

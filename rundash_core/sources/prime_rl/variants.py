@@ -21,8 +21,8 @@ import pandas as pd
 
 from rundash_core import frames
 from rundash_core.io.files import file_id
-from rundash_core.io.jsonl import read_located_object
-from rundash_core.sources.prime_rl.episode import _d, _int, _l, _num
+from rundash_core.io.jsonl import dict_or_empty, list_or_empty, read_located_object
+from rundash_core.sources.prime_rl.episode import _int, _num
 from rundash_core.sources.prime_rl.lines import objects as _objects
 from rundash_core.sources.prime_rl.traces import _STEP_DIR, _listdir, summarize
 
@@ -60,8 +60,8 @@ def eval_samples(run_path: str) -> pd.DataFrame:
 
 
 def _eval_row(offset: int, length: int, rec: dict) -> tuple:
-    run = _d(rec.get("run"))
-    step = _int(_d(run.get("work")).get("step"))
+    run = dict_or_empty(rec.get("run"))
+    step = _int(dict_or_empty(run.get("work")).get("step"))
     step = step if step is not None else _int(run.get("step"))
     return offset, length, step if step is not None else 0, summarize(rec)
 
@@ -132,7 +132,7 @@ def legacy_episode(run_id: str, row: dict) -> frames.Episode:
     path = frames.parse_line_locator(row["locator"])[0]
     record = read_located_object(row["locator"], sample=f"{run_id}: sample {row['sample_id']!r}")
     messages = _messages(record.get("prompt"), "user") + _messages(record.get("completion"), "assistant")
-    metrics = {k: n for k, v in _d(record.get("metrics")).items() if (n := _num(v)) is not None}
+    metrics = {k: n for k, v in dict_or_empty(record.get("metrics")).items() if (n := _num(v)) is not None}
     ids = {k: v for k, v in (("group", row.get("group_id")), ("task", row.get("task_id")),
                              ("file", os.path.basename(path))) if v}
     return frames.Episode(
@@ -145,7 +145,7 @@ def _messages(value, role: str) -> list[frames.Message]:
     if isinstance(value, str):
         return [frames.Message(role, value)]
     out = []
-    for m in _l(value):
+    for m in list_or_empty(value):
         if isinstance(m, dict) and isinstance(m.get("role"), str):
             content, reasoning = m.get("content"), m.get("reasoning_content")
             out.append(frames.Message(m["role"], content if isinstance(content, str) else

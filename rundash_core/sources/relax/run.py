@@ -85,7 +85,7 @@ def read_step_file(path: str, fid: FileId, split: str, step: int) -> StepFile:
     """The parsed file from the shared cache; a file that could not be opened is not kept."""
     key = ("relax", os.path.realpath(path), fid, split, step)
     parsed = cache.shared.get_or_create(key, lambda: parse_step_file(path, fid.size, split, step))
-    if any(what.startswith(UNREADABLE) for what, _n, _l in parsed.problems):
+    if any(what.startswith(UNREADABLE) for what, _n, _line in parsed.problems):
         cache.shared.discard(key)
     return parsed
 
@@ -163,7 +163,7 @@ class RelaxRun(Run):
                 if old is not None:
                     cache.shared.discard(("relax", os.path.realpath(path), old.fid, old.split, old.step))
                 f = read_step_file(path, fid, split, step)
-                failed = any(what.startswith(UNREADABLE) for what, _n, _l in f.problems)
+                failed = any(what.startswith(UNREADABLE) for what, _n, _line in f.problems)
                 kept[path] = _Kept(path, fid, split, step, f.metrics, f.problems, failed)
             self._listing_problems = skipped
             added = [k for p, k in kept.items() if p not in self._kept]
@@ -261,7 +261,7 @@ class RelaxRun(Run):
         fresh time would make a stopped run "running"."""
         listing, _dupes = self.step_files()
         times = [fid.mtime for _s, _n, p in listing if (fid := file_id(p)) is not None]
-        step = max((n for s, n, _p in listing if s == "train"), default=None)
+        step = max((n for s, n, _path in listing if s == "train"), default=None)
         evals = [(n, p) for s, n, p in listing if s == "eval"]
         trains = [p for s, _n, p in listing if s == "train"]
         return Overview(

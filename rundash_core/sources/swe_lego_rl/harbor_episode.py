@@ -15,6 +15,7 @@ import orjson
 from rundash_core.frames import Episode, Message, ToolCall
 from rundash_core.io.configs import dig
 from rundash_core.io.files import file_id
+from rundash_core.io.jsonl import list_or_empty
 from rundash_core.sources.swe_lego_rl import harbor
 from rundash_core.sources.swe_lego_rl import harbor_values
 
@@ -55,24 +56,19 @@ def _seconds(phase) -> float | None:
     return (end - start) / 1e9 if start is not None and end is not None else None
 
 
-def _list(v) -> list:
-    """A JSON list, or nothing (a dict or string where a list belongs is not iterated)."""
-    return v if isinstance(v, list) else []
-
-
 def atif_messages(trajectory: dict) -> list[Message]:
     out: list[Message] = []
-    for step in _list(trajectory.get("steps")):
+    for step in list_or_empty(trajectory.get("steps")):
         if not isinstance(step, dict):
             continue
         calls = [ToolCall(_text(c.get("function_name")), _text(c.get("arguments")),
                           _optional_text(c.get("tool_call_id")))
-                 for c in _list(step.get("tool_calls")) if isinstance(c, dict)]
+                 for c in list_or_empty(step.get("tool_calls")) if isinstance(c, dict)]
         source = _text(step.get("source"))
         out.append(Message(_ROLES.get(source, source), _text(step.get("message")),
                            _optional_text(step.get("reasoning_content")), calls,
                            tokens=harbor_values.integer(dig(step, "metrics", "completion_tokens"))))
-        for r in _list(dig(step, "observation", "results")):
+        for r in list_or_empty(dig(step, "observation", "results")):
             if isinstance(r, dict):
                 out.append(Message("tool", _text(r.get("content")),
                                    tool_call_id=_optional_text(r.get("source_call_id"))))
