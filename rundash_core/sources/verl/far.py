@@ -66,14 +66,18 @@ def search_back(fd: int, lo: int, hi: int, *, lo_is_line_start: bool, block: int
     """The last (step, training step) in the file's `[lo, hi)` (`hi` a line start), read backwards
     `block` bytes at a time, so a step near `hi` costs one read; a block's first line, cut, is
     searched with the block before (docs/architecture.md#fast-paths)."""
-    step = None
+    step, size = None, block
     while hi > lo:
-        start = max(hi - block, lo)
+        start = max(hi - size, lo)
         data = os.pread(fd, hi - start, start)
-        first = 0 if start == lo and lo_is_line_start else data.find(b"\n") + 1
-        if first in (0, len(data)) and not (start == lo and lo_is_line_start):  # no whole line here
-            hi = start
+        whole = start == lo and lo_is_line_start
+        first = 0 if whole else data.find(b"\n") + 1
+        if not whole and first in (0, len(data)):  # no line starts in the block
+            if start == lo:
+                break
+            size *= 2  # a line longer than the block: read it whole
             continue
+        size = block
         found, _at, train = last_steps(data, first, len(data))
         step = found if step is None else step
         if train is not None:  # (a last line logging validation keys only: its training step is before it)
@@ -84,5 +88,5 @@ def search_back(fd: int, lo: int, hi: int, *, lo_is_line_start: bool, block: int
 
 def search_back_reference(fd: int, lo: int, hi: int, *, lo_is_line_start: bool) -> tuple[int | None, int | None]:
     data = os.pread(fd, hi - lo, lo)
-    step, _at, train = last_steps(data, 0 if lo_is_line_start else data.find(b"\n") + 1, len(data))
+    step, _at, train = last_steps(data, 0 if lo_is_line_start else (data.find(b"\n") + 1 or len(data)), len(data))
     return step, train
