@@ -1,8 +1,10 @@
 """Canonical metric aliases, so runs of different frameworks land on one chart.
 
-`ALIASES` is the one table (shown to users by `alias_table()`): per canonical name and run kind, an
-ordered candidate list; the first candidate with a logged key wins (a regex candidate takes its
-first match in sorted key order). Candidates carry a factor for verl's historical scaled keys
+`ALIASES` names the canonical metrics (with a note and whether it is resolved per data source);
+each source says which of its keys stand for each (`Source.aliases`, in
+`rundash_core/sources/<kind>/aliases.py`): per alias an ordered `KeyCandidate` list, the first
+candidate with a logged key wins (a regex candidate takes its first match in sorted key order).
+`alias_table()` shows both to users. Candidates carry a factor for verl's historical scaled keys
 (verl.md 8.2: `actor/lr(1e-4)` logs lr × 1e4, so its factor is 1e-4).
 
 "val score" is resolved per data source / eval env (the regex group `ds`; first present candidate
@@ -23,8 +25,9 @@ import pandas as pd
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A logged key (or full-key regex) for an alias; canonical value = logged value × factor."""
+class KeyCandidate:
+    """A logged key (or full-key regex) that stands for an alias or a health concept in one kind
+    of run; canonical value = logged value × factor."""
 
     pattern: str
     factor: float = 1.0
@@ -32,78 +35,42 @@ class Candidate:
     producer: str | None = None  # only this producer's rows (prime-rl time/step: trainer and orch)
 
 
+def literal_keys(*keys: str, producer: str | None = None) -> tuple[KeyCandidate, ...]:
+    """Candidates for these exact keys, in order (`producer`: only that producer's rows)."""
+    return tuple(KeyCandidate(k, producer=producer) for k in keys)
+
+
+def key_regexes(*patterns: str) -> tuple[KeyCandidate, ...]:
+    """Candidates for these full-key regexes, in order."""
+    return tuple(KeyCandidate(p, regex=True) for p in patterns)
+
+
 @dataclass(frozen=True)
 class Alias:
-    """One canonical metric: candidates per run kind, in order."""
+    """One canonical metric; its candidates per kind are the sources' (`Source.aliases`)."""
 
     name: str
-    by_kind: dict[str, tuple[Candidate, ...]]
     per_source: bool = False  # resolve per `ds` group, mean over sources per step
     note: str = ""
 
 
-def _c(*patterns: str) -> tuple[Candidate, ...]:
-    return tuple(Candidate(p) for p in patterns)
+ALIASES: dict[str, Alias] = {a.name: a for a in [
+    Alias("reward", note="mean training reward (prime-rl: the effective cohort, all train envs pooled; verl: the "
+                         "task score)"),
+    Alias("entropy", note="mean token entropy"),
+    Alias("KL", note="prime-rl: trainer vs inference mismatch KL; verl: PPO KL (else KL loss to the reference)"),
+    Alias("grad norm"),
+    Alias("response length", note="mean output tokens per sample (prime-rl: all turns of an episode)"),
+    Alias("throughput", note="tokens/s per GPU (prime-rl perf/throughput is the total, so it is not used)"),
+    Alias("val score", per_source=True, note="per data source / eval env the first present key; the curve is the "
+                                             "unweighted mean over the sources logged at each step"),
+    Alias("learning rate"),
+    Alias("step time", note="seconds per training step"),
+    Alias("generation time per token", note="ms per generated token"),
+]}
 
 
-def _rx(*patterns: str) -> tuple[Candidate, ...]:
-    return tuple(Candidate(p, regex=True) for p in patterns)
-
-
-def _verl_too(d: dict) -> dict:
-    """SWE-Lego-RL logs verl's keys (its metrics are a verl console log)."""
-    return {**d, "swe-lego-rl": d["verl"]} if "verl" in d else d
-
-
-_ALIASES = [
-    Alias("reward", {
-        "prime-rl": _c("train/agg/effective/agent/reward/mean")
-        + _rx(r"train/agg/effective/[^/]+/reward/mean", r"train/[^/]+/effective/[^/]+/reward/mean"),
-        "verl": _c("critic/score/mean", "critic/rewards/mean"),
-        "relax": _c("rollout/reward/mean")},
-        note="mean training reward (prime-rl: the effective cohort, all train envs pooled; verl: the "
-             "task score)"),
-    Alias("entropy", {"prime-rl": _c("entropy/all/mean"), "verl": _c("actor/entropy", "actor/entropy_loss")},
-          note="mean token entropy"),
-    Alias("KL", {"prime-rl": _c("mismatch_kl/all/mean"), "verl": _c("actor/ppo_kl", "actor/kl_loss")},
-          note="prime-rl: trainer vs inference mismatch KL; verl: PPO KL (else KL loss to the reference)"),
-    Alias("grad norm", {"prime-rl": _c("optim/grad_norm"), "verl": _c("actor/grad_norm", "train/grad_norm")}),
-    Alias("response length", {
-        "prime-rl": _c("train/agg/effective/num_output_tokens/mean", "train/agg/all/num_output_tokens/mean")
-        + _rx(r"train/agg/effective/[^/]+/num_output_tokens/mean", r"train/agg/all/[^/]+/num_output_tokens/mean",
-              # single-env runs without train/agg (with several envs and no agg: the first env)
-              r"train/[^/]+/effective/num_output_tokens/mean", r"train/[^/]+/all/num_output_tokens/mean"),
-        "verl": _c("response_length/mean"),
-        "relax": _c("rollout/response_length/mean")},
-        note="mean output tokens per sample (prime-rl: all turns of an episode)"),
-    Alias("throughput", {
-        "prime-rl": _c("perf/throughput_per_gpu"),
-        "verl": _c("perf/throughput", "actor/perf/throughput", "Tokens/Sec/GPU")},
-        note="tokens/s per GPU (prime-rl perf/throughput is the total, so it is not used)"),
-    Alias("val score", {
-        "prime-rl": _rx(r"eval/(?P<ds>.+)/all/[^/]+/avg@\d+", r"eval/(?P<ds>.+)/effective/[^/]+/reward/mean",
-                        r"eval/(?P<ds>.+)/all/[^/]+/reward/mean"),
-        "verl": _rx(r"val-core/(?P<ds>.+)/acc/mean@\d+", r"val-core/(?P<ds>.+)/reward/mean@\d+",
-                    r"val/test_score/(?P<ds>.+)", r"test_score/(?P<ds>.+)"),
-        "relax": _rx(r"eval/(?P<ds>.+)/reward/mean")},
-        per_source=True, note="per data source / eval env the first present key; the curve is the "
-                              "unweighted mean over the sources logged at each step"),
-    Alias("learning rate", {
-        "prime-rl": _c("optim/lr"),
-        "verl": (Candidate("actor/lr"), Candidate("actor/lr(1e-4)", 1e-4), Candidate("train/lr"),
-                 Candidate("train/lr(1e-3)", 1e-3))}),
-    Alias("step time", {
-        "prime-rl": (Candidate("time/step", producer="trainer"),),
-        "verl": _c("timing_s/step", "timing/step", "perf/time_per_step", "time_per_step")},
-        note="seconds per training step"),
-    Alias("generation time per token", {
-        "verl": (Candidate("timing_per_token_ms/gen"), Candidate("timing_per_token/gen", 1000.0))},
-        note="ms per generated token"),
-]
-ALIASES: dict[str, Alias] = {a.name: Alias(a.name, _verl_too(a.by_kind), a.per_source, a.note) for a in _ALIASES}
-
-
-def _human(c: Candidate) -> str:
+def _human(c: KeyCandidate) -> str:
     if not c.regex:
         text = c.pattern
     else:
@@ -113,35 +80,42 @@ def _human(c: Candidate) -> str:
 
 def alias_table() -> pd.DataFrame:
     """The alias table for users: alias, kind, candidates (in order), conversion, note."""
+    from rundash_core import sources  # here, not at the top: the registry imports the sources' tables, which import this
+
     rows = []
     for a in ALIASES.values():
-        for kind, cands in a.by_kind.items():
+        for kind in sources.kinds():
+            cands = sources.source_for(kind).aliases.get(a.name, ())
+            if not cands:
+                continue
             conv = "; ".join(f"{_human(c)} × {c.factor:g}" for c in cands if c.factor != 1.0)
             rows.append({"alias": a.name, "kind": kind, "candidates": " → ".join(_human(c) for c in cands),
                          "conversion": conv, "note": a.note})
     return pd.DataFrame(rows, columns=["alias", "kind", "candidates", "conversion", "note"])
 
 
-def _first(c: Candidate, keys: list[str]) -> list[tuple[str, re.Match | None]]:
+def _first(c: KeyCandidate, keys: list[str]) -> list[tuple[str, re.Match | None]]:
     if not c.regex:
         return [(c.pattern, None)] if c.pattern in set(keys) else []
     rx = re.compile(c.pattern)
     return [(k, m) for k in keys if (m := rx.fullmatch(k))]
 
 
-def _candidates(kind: str, alias: str) -> tuple[Alias, tuple[Candidate, ...]]:
+def _candidates(kind: str, alias: str) -> tuple[Alias, tuple[KeyCandidate, ...]]:
+    from rundash_core import sources  # here, not at the top (see alias_table)
+
     if alias not in ALIASES:
         raise KeyError(f"unknown alias {alias!r}; known: {', '.join(ALIASES)}")
-    a = ALIASES[alias]
-    return a, a.by_kind.get(kind, ())
+    source = sources.source_for(kind)
+    return ALIASES[alias], (source.aliases.get(alias, ()) if source is not None else ())
 
 
-def resolve_sources(kind: str, keys: Iterable[str], alias: str) -> list[tuple[str, str, Candidate]]:
+def resolve_sources(kind: str, keys: Iterable[str], alias: str) -> list[tuple[str, str, KeyCandidate]]:
     """(source, key, candidate) per data source for a per-source alias ("" as the single source of
     the others), sources in sorted order; empty when nothing is logged."""
     a, cands = _candidates(kind, alias)
     ks = sorted({str(k) for k in keys})
-    found: dict[str, tuple[str, Candidate]] = {}
+    found: dict[str, tuple[str, KeyCandidate]] = {}
     for c in cands:
         for key, m in _first(c, ks):
             src = (m.groupdict().get("ds") or "") if (a.per_source and m is not None) else ""
@@ -166,7 +140,7 @@ def canonical_frame(kind: str, tidy: pd.DataFrame, aliases: Iterable[str] | None
     metric = tidy["metric"]
     keys = metric.cat.categories if isinstance(metric.dtype, pd.CategoricalDtype) else metric.astype(str).unique()
     resolved = {name: resolve_sources(kind, keys, name) for name in (aliases or ALIASES)}
-    wanted = {key for found in resolved.values() for _src, key, _c in found}
+    wanted = {key for found in resolved.values() for _src, key, _candidate in found}
     sub = tidy[metric.isin(wanted)]  # one pass over a possibly large frame
     sub = sub.assign(metric=sub["metric"].astype(str))
     parts = []

@@ -3,8 +3,9 @@
 The rules (`health_rules`) read frames only: the tidy metrics frame, the overview and the
 validation frame, gathered once into `Signals`. A rule asks for a *concept* ("reward", "mismatch
 KL", "wait for batch", ...), never a kind: `Signals.concept` resolves it to the key the run logged,
-through the canonical aliases (`charts.aliases`) where one exists and the `CONCEPTS` table below
-for what the aliases do not cover, so one rule serves prime-rl, verl, SWE-Lego-RL and Relax.
+through the canonical aliases (`charts.aliases`) where one exists and the `CONCEPTS` below for what
+the aliases do not cover; either way the run's `Source` says which of its keys stand for the name,
+so one rule serves every kind, one registered from outside the package too.
 
 The verdict (`health_state`) is the run's state now, the first that holds of:
 
@@ -34,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 from rundash_core.charts import aliases
-from rundash_core.charts.aliases import Candidate
 from rundash_core.charts.series import SeriesIndex, series_index
 from rundash_core.run import Overview
 
@@ -115,37 +115,28 @@ class Thresholds:
     staleness_steps: float = 4.0
 
 
-# Concepts the aliases do not cover (or cover with another meaning: the "KL" alias is verl's PPO
-# KL), in order; a regex candidate takes its first match in sorted key order.
-def _k(*keys: str, producer: str | None = None) -> tuple[Candidate, ...]:
-    return tuple(Candidate(k, producer=producer) for k in keys)
-
-
-def _r(*patterns: str) -> tuple[Candidate, ...]:
-    return tuple(Candidate(p, regex=True) for p in patterns)
-
-
-CONCEPTS: dict[str, tuple[Candidate, ...]] = {
-    "loss": _k("loss/mean", "actor/pg_loss", "actor/loss", "train/loss"),
-    "mismatch KL": _k("mismatch_kl/all/mean", "rollout_corr/kl", "rollout_corr/k3_kl"),
-    "nan count": _k("loss/nan_count"),
-    "truncation": _r(r"train/agg/effective/[^/]+/is_truncated/mean", r"train/[^/]+/effective/[^/]+/is_truncated/mean")
-    + _k("response_length/clip_ratio", "rollout/status/truncated"),
-    "error fraction": _r(r"train/agg/all/[^/]+/has_error/mean", r"train/agg/all/has_error/mean",
-                         r"train/[^/]+/all/[^/]+/has_error/mean", r"train/[^/]+/all/has_error/mean")
-    + _k("response/aborted_ratio", "trajectory_filter/invalid_ratio", "rollout/status/failed"),
-    "no-signal fraction": _k("rollout/groups/zero_variance"),
-    "trainable fraction": _r(r"train/agg/all/[^/]+/is_trainable/mean", r"train/[^/]+/all/[^/]+/is_trainable/mean"),
-    "wait for batch": _k("time/wait_for_batch", producer="trainer") + _k("time/wait_for_batch"),
-    "trainer step time": _k("time/step", producer="trainer"),
-    "wait for policy": _k("time/wait_for_policy", producer="orch") + _k("time/wait_for_policy"),
-    "orchestrator step time": _k("time/step", producer="orch"),
-    "trainer idle ratio": _k("trainer/idle_ratio"),
-    "rollouter idle ratio": _k("rollouter/idle_ratio"),
-    "staleness": _k("off_policy/mean", "dispatcher/off_policy/mean"),
-    "dropped stale": _k("off_policy/dropped"),
-    "dropped stale total": _k("fully_async/count/dropped_stale_samples"),
-    "MFU": _k("perf/mfu", "perf/mfu/actor", "actor/perf/mfu", "train/mfu", "mfu/actor"),
+# The concepts the rules ask for beyond the canonical aliases (or with another meaning: the "KL"
+# alias is verl's PPO KL), with what each means. Each source says which of its keys stand for
+# which (`Source.concepts`, in `rundash_core/sources/<kind>/aliases.py`), in order; a regex
+# candidate takes its first match in sorted key order.
+CONCEPTS: dict[str, str] = {
+    "loss": "the training loss (the policy loss of an RL run)",
+    "mismatch KL": "KL between the trainer's and the inference engine's policy",
+    "nan count": "a counter of NaN losses",
+    "truncation": "share of samples cut at the length limit",
+    "error fraction": "share of samples that errored, were aborted or filtered as invalid",
+    "no-signal fraction": "share of groups whose rewards do not vary (no learning signal)",
+    "trainable fraction": "share of samples that can be trained on (no signal = 1 - this)",
+    "wait for batch": "seconds per step the trainer waits for a batch",
+    "trainer step time": "seconds per trainer step",
+    "wait for policy": "seconds per step the orchestrator waits for new weights",
+    "orchestrator step time": "seconds per orchestrator step",
+    "trainer idle ratio": "share of the time the (fully-async) trainer is idle",
+    "rollouter idle ratio": "share of the time the (fully-async) rollouter is idle",
+    "staleness": "how many steps behind the policy the trained samples were generated",
+    "dropped stale": "samples dropped per step for being too stale",
+    "dropped stale total": "samples dropped so far for being too stale (a running count)",
+    "MFU": "model FLOPs utilization",
 }
 
 
@@ -187,10 +178,15 @@ class Signals:
         if name in aliases.ALIASES:
             found = aliases.resolve_sources(self.kind, self.keys, name)
             cands = [c for _src, _key, c in found[:1]]
-            keys = [key for _src, key, _c in found[:1]]
+            keys = [key for _src, key, _candidate in found[:1]]
         else:
+            from rundash_core import sources  # here, not at the top: the registry imports every source
+
+            if name not in CONCEPTS:
+                raise KeyError(f"unknown health concept {name!r}; known: {', '.join(CONCEPTS)}")
+            source = sources.source_for(self.kind)
             cands, keys = [], []
-            for c in CONCEPTS[name]:
+            for c in (source.concepts.get(name, ()) if source is not None else ()):
                 matched = [k for k in self.keys if re.fullmatch(c.pattern, k)] if c.regex else (
                     [c.pattern] if c.pattern in self.index.metrics else [])
                 if matched:

@@ -1,31 +1,55 @@
-"""One module per source format; this registry finds and opens runs of every kind.
+"""The registry of sources: every kind of run rundash reads, each with all it knows of its kind.
 
-Each source says how it finds its runs: whether a path (a directory, or a file such as a verl
-console log) is one of its runs (`detect`), and which runs sit directly among a folder's entries
-(`find`). Sources are tried in order; the first that claims a path owns it. How a run is
+A `Source` carries what one kind's folder (`rundash_core/sources/<kind>/`) knows: its `Run`
+subclass; how it finds its runs (whether a path, a directory or a file such as a verl console log,
+is one of its runs: `detect`; which runs sit directly among a folder's entries: `find`); its chart
+sections; which of its keys stand for each canonical alias (Compare) and health concept; its demo
+writer. Charts, Compare and health ask the registry (`source_for`), never branch on a kind, so a
+source registered from outside the package (`register`) is discovered, charted, compared and
+health-checked like the built-in ones.
+
+Sources are tried in order, most specific first; the first that claims a path owns it. How a run is
 summarised (the runs-list row, the run card) is its `Run.overview()`: discovery uses nothing else.
 """
 from __future__ import annotations
 
+import importlib
 import os
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
+from rundash_core.charts.aliases import KeyCandidate
+from rundash_core.charts.sections import SectionSpecs
 from rundash_core.io.files import OUTSIDE_ROOTS, allowed_roots, inside_roots, listed_path
 from rundash_core.run import Run, RunError
+from rundash_core.sources.prime_rl import aliases as prime_rl_aliases
 from rundash_core.sources.prime_rl import run as prime_rl
+from rundash_core.sources.prime_rl import sections as prime_rl_sections
+from rundash_core.sources.relax import aliases as relax_aliases
 from rundash_core.sources.relax import run as relax
+from rundash_core.sources.relax import sections as relax_sections
 from rundash_core.sources.swe_lego_rl import run as swe_lego_rl
+from rundash_core.sources.verl import aliases as verl_aliases
 from rundash_core.sources.verl import run as verl
+from rundash_core.sources.verl import sections as verl_sections
+
+# A section table, or a function of (flavor, keys, train_envs, eval_envs) returning one (the
+# sections of some kinds depend on the run: one per eval env, one per validation data source).
+Sections = SectionSpecs | Callable[[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], SectionSpecs]
+Candidates = Mapping[str, tuple[KeyCandidate, ...]]  # a canonical name -> this kind's keys for it, in order
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq=False: hashed by identity, so a charts cache keyed on it is per registration
 class Source:
     kind: str
     run_class: type[Run]
     detect: Callable[[str], bool]  # is this path a run of this kind?
     find: Callable[[list[os.DirEntry]], list[str]] | None = None  # runs among a folder's entries
     describe: str = ""  # what a run of this kind looks like, for error messages
+    sections: Sections | None = None  # its chart sections (`charts.sections`)
+    aliases: Candidates = field(default_factory=dict)  # per canonical alias (`charts.aliases.ALIASES`)
+    concepts: Candidates = field(default_factory=dict)  # per health concept (`health.checks.CONCEPTS`)
+    demo: Callable | None = None  # writes a demo run of this kind
 
 
 def child_dirs(detect: Callable[[str], bool]) -> Callable[[list[os.DirEntry]], list[str]]:
@@ -42,22 +66,70 @@ def child_dirs(detect: Callable[[str], bool]) -> Callable[[list[os.DirEntry]], l
     return find
 
 
-SOURCES: list[Source] = [  # most specific first: a Relax <save> may also hold logs/
-    Source("relax", relax.RelaxRun, relax.is_run_dir, child_dirs(relax.is_run_dir),
-           "Relax runs hold rollout_result/{train,eval}/<step>.jsonl"),
-    Source("prime-rl", prime_rl.PrimeRLRun, prime_rl.is_run_dir, child_dirs(prime_rl.is_run_dir),
-           "prime-rl runs hold configs/, logs/, monitors/ or traces.jsonl"),
-    Source("swe-lego-rl", swe_lego_rl.SweLegoRLRun, swe_lego_rl.is_run_file, swe_lego_rl.find_runs,
-           "SWE-Lego-RL runs are verl console logs with harbor_trials/<project>/<exp>/step_N trial dirs"),
-    Source("verl", verl.VerlRun, verl.is_run_file, verl.find_runs,
-           "verl runs are console logs (*.log, *.out) or file-logger JSONL ({\"step\": N, \"data\": {…}})"),
-]
+def _imported_on_call(module: str, name: str) -> Callable:
+    """`module.name`, imported when first called: the demo writers pull in the demo story, which
+    opening a run never needs."""
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"`{module}.{name}` (imported on first call)."
+    return call
+
+
+SOURCES: list[Source] = []  # in the order they are tried: most specific first
+_KINDS: list[str] = []  # in the order registered: `kinds()`
 
 
 def register(source: Source, *, before: str | None = None) -> None:
-    """Add a source (ordered before `before` when given: more specific kinds come first)."""
+    """Add a source (tried before the kind `before` when given: more specific kinds come first)."""
+    if source.kind in _KINDS:
+        raise ValueError(f"run kind {source.kind!r} is already registered")
     at = next((i for i, s in enumerate(SOURCES) if s.kind == before), len(SOURCES))
     SOURCES.insert(at, source)
+    _KINDS.append(source.kind)
+
+
+def unregister(kind: str) -> None:
+    """Remove the source of `kind` (a test that registered one undoes it so)."""
+    SOURCES[:] = [s for s in SOURCES if s.kind != kind]
+    _KINDS.remove(kind)
+
+
+def kinds() -> tuple[str, ...]:
+    """The registered kinds, in the order they were registered (`rd.KINDS`)."""
+    return tuple(_KINDS)
+
+
+def source_for(kind: str) -> Source | None:
+    """The registered source of a kind, or None."""
+    return next((s for s in SOURCES if s.kind == kind), None)
+
+
+def __getattr__(name: str):
+    if name == "KINDS":  # computed, so a source registered later is listed too
+        return kinds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+register(Source("prime-rl", prime_rl.PrimeRLRun, prime_rl.is_run_dir, child_dirs(prime_rl.is_run_dir),
+                "prime-rl runs hold configs/, logs/, monitors/ or traces.jsonl", sections=prime_rl_sections.sections,
+                aliases=prime_rl_aliases.ALIASES, concepts=prime_rl_aliases.CONCEPTS,
+                demo=_imported_on_call("rundash_core.sources.prime_rl.demo_run", "write_rl_run")))
+register(Source("verl", verl.VerlRun, verl.is_run_file, verl.find_runs,
+                "verl runs are console logs (*.log, *.out) or file-logger JSONL ({\"step\": N, \"data\": {…}})",
+                sections=verl_sections.sections, aliases=verl_aliases.ALIASES, concepts=verl_aliases.CONCEPTS,
+                demo=_imported_on_call("rundash_core.sources.verl.demo_run", "write_verl_run")))
+register(Source("swe-lego-rl", swe_lego_rl.SweLegoRLRun, swe_lego_rl.is_run_file, swe_lego_rl.find_runs,
+                "SWE-Lego-RL runs are verl console logs with harbor_trials/<project>/<exp>/step_N trial dirs",
+                # its metrics are a verl console log's: verl's sections, aliases and concepts
+                sections=verl_sections.sections, aliases=verl_aliases.ALIASES, concepts=verl_aliases.CONCEPTS,
+                demo=_imported_on_call("rundash_core.sources.swe_lego_rl.demo_run", "write_lego_run")),
+         before="verl")  # its logs are verl logs too: it claims the ones with trial dirs first
+register(Source("relax", relax.RelaxRun, relax.is_run_dir, child_dirs(relax.is_run_dir),
+                "Relax runs hold rollout_result/{train,eval}/<step>.jsonl", sections=relax_sections.SECTIONS,
+                aliases=relax_aliases.ALIASES, concepts=relax_aliases.CONCEPTS,
+                demo=_imported_on_call("rundash_core.sources.relax.demo_run", "write_relax_run")),
+         before="prime-rl")  # a Relax <save> may also hold logs/, which a prime-rl run dir does
 
 
 def detect(path: str) -> type[Run] | None:

@@ -294,3 +294,14 @@ def test_group_band_by_hand():
 def test_group_band_empty():
     out = group_band({}, {})
     assert list(out.columns) == ["group", "x", "mean", "std", "n"] and out.empty
+
+
+def test_sources_name_only_known_aliases_and_swe_lego_rl_reads_verls():
+    from rundash_core import sources
+
+    for kind in sources.kinds():
+        unknown = set(sources.source_for(kind).aliases) - set(ALIASES)
+        assert not unknown, (kind, unknown)
+    assert sources.source_for("swe-lego-rl").aliases is sources.source_for("verl").aliases
+    assert resolve("swe-lego-rl", ["critic/score/mean"], "reward") == ("critic/score/mean", 1.0)
+    assert resolve("no-such-kind", ["critic/score/mean"], "reward") is None

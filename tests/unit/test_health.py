@@ -364,3 +364,17 @@ def test_run_health_reads_frames_only_on_every_kind(monkeypatch):
         with monkeypatch.context() as m:  # the rules never touch a file
             m.setattr(files, "open_file", lambda *a, **k: pytest.fail("a rule opened a file"))
             assert [f.to_dict() for f in health(s)] == [f.to_dict() for f in health(s)]
+
+
+def test_sources_name_only_known_concepts_and_an_unknown_one_is_an_error():
+    from rundash_core import sources
+    from rundash_core.health.checks import CONCEPTS
+
+    for kind in sources.kinds():
+        unknown = set(sources.source_for(kind).concepts) - set(CONCEPTS)
+        assert not unknown, (kind, unknown)
+    s = signals({"actor/pg_loss": noise(20, 0.1)}, kind="swe-lego-rl")  # verl's concepts
+    assert s.concept("loss")[0] == "actor/pg_loss"
+    assert signals({"actor/pg_loss": noise(20, 0.1)}, kind="prime-rl").concept("loss") is None  # not a prime-rl key
+    with pytest.raises(KeyError, match="unknown health concept"):
+        s.concept("no such concept")

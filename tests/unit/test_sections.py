@@ -11,6 +11,7 @@ import rundash_core as rd
 from rundash_core.charts import sections as sec
 from rundash_core.charts.keytree import key_tree
 from rundash_core.charts.sections import covered_keys, sections_for
+from rundash_core.sources.prime_rl.sections import COMMON_METRICS
 
 from helpers import DATA
 
@@ -56,7 +57,7 @@ def test_prime_rl_rl_sections_follow_the_overview_order(runs):
     train = secs[0].panels
     assert train[0].keys == ("train/agg/effective/agent/reward/mean",)  # effective before all
     assert train[1].keys == ("train/agg/all/agent/reward/mean",)
-    assert [p.keys[0] for p in train[2:5]] == [f"train/agg/{m}" for m in sec.COMMON_METRICS]
+    assert [p.keys[0] for p in train[2:5]] == [f"train/agg/{m}" for m in COMMON_METRICS]
     inference = secs[5]
     assert {p.x for p in inference.panels} == {"time"}
     assert [p.title for p in inference.panels] == ["KV cache", "preemptions", "running", "waiting", "prefix cache",
@@ -216,3 +217,15 @@ def test_catch_all_panels_take_only_keys_nothing_else_shows():
     assert panels["other rollout_corr"] == ("rollout_corr/brand_new",)
     assert panels["other fully_async"] == ("fully_async/monitor/x",)
     assert covered_keys(sections_for("verl", "rl", keys)) == set(keys)
+
+
+def test_every_kind_charts_through_its_registered_table():
+    """A kind's sections are the table its `Source` carries; SWE-Lego-RL's are verl's (the same
+    table, not a copy), so the same keys give the same sections."""
+    from rundash_core import sources
+
+    assert sources.source_for("swe-lego-rl").sections is sources.source_for("verl").sections
+    keys = ["critic/score/mean", "actor/entropy", "timing_s/step"]
+    assert sections_for("swe-lego-rl", "rl", keys) == sections_for("verl", "rl", keys)
+    for kind in sources.kinds():
+        assert sources.source_for(kind).sections is not None, kind
