@@ -11,7 +11,8 @@ Every reader hides secrets (`rundash_core.safety.gate`); `rd.open_run(path, reve
 from rundash_core import frames
 from rundash_core.discover import discover, list_runs
 from rundash_core.frames import Episode, Message, ToolCall
-from rundash_core.run import CAPABILITIES, KINDS, Overview, Problem, Run, RunError
+from rundash_core.run import CAPABILITIES, Overview, Problem, Run, RunError
+from rundash_core import sources
 from rundash_core.sources import open_run
 from rundash_core.health.checks import Finding
 from rundash_core.ai import analysis_context, analyze
@@ -19,3 +20,9 @@ from rundash_core.ai import analysis_context, analyze
 __all__ = ["discover", "list_runs", "open_run", "Run", "Overview", "Problem", "RunError", "KINDS", "CAPABILITIES",
            "Episode", "Message", "ToolCall", "frames", "Finding", "analysis_context", "analyze"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name == "KINDS":  # the registered kinds (`sources.kinds()`), so a source registered later is listed too
+        return sources.kinds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
