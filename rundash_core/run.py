@@ -26,7 +26,7 @@ from rundash_core.frames import Episode
 from rundash_core.safety.gate import GATED, gate_method, inside
 from rundash_core.io.files import shown_path
 
-KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")
+# the kinds of run: the registry's, `rundash_core.sources.kinds()` (`rd.KINDS`)
 STATUSES = ("running", "completed", "stopped", "unknown")
 RUNNING_WINDOW_S = 180.0
 STALE_DATA_S = 86400.0  # data this old is not a live run, however fresh its files (a copy)
