@@ -20,7 +20,7 @@ MAX_SUBFOLDERS = 50  # searched at most when the current folder itself reads as 
 
 
 @dataclass(frozen=True)
-class Candidate:
+class FolderCandidate:
     """A folder that holds runs: how many, and when the newest was last written (epoch s)."""
 
     path: str
@@ -41,13 +41,13 @@ def _ago(seconds: float) -> str:
     return "just now"
 
 
-def rank(candidates: list[Candidate]) -> list[Candidate]:
+def rank(candidates: list[FolderCandidate]) -> list[FolderCandidate]:
     """Folders with runs, most runs first, then the most recently written."""
     held = [c for c in candidates if c.runs > 0]
     return sorted(held, key=lambda c: (-c.runs, -(c.newest or 0.0), c.path))
 
 
-def candidates(base: str | None = None) -> list[Candidate]:
+def candidates(base: str | None = None) -> list[FolderCandidate]:
     """The ranked folders that hold the runs discovery finds under `base` (default: the current
     folder): each run counts for the subfolder of `base` it sits in, or for `base` itself when it
     is one of its entries. When `base` itself reads as a run (a work folder with an empty `logs/`
@@ -63,7 +63,7 @@ def candidates(base: str | None = None) -> list[Candidate]:
         parts = os.path.relpath(path, base).split(os.sep)
         top = base if len(parts) == 1 else os.path.join(base, parts[0])
         held.setdefault(top, []).append(updated)
-    return rank([Candidate(top, len(times), _newest(times)) for top, times in held.items()])
+    return rank([FolderCandidate(top, len(times), _newest(times)) for top, times in held.items()])
 
 
 def _runs(folder: str) -> dict[str, object]:

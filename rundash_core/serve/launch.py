@@ -62,7 +62,7 @@ class Plan:
     host: str | None = None
     base_path: str = ""  # "" or "/prefix"
     roots: list[str] = field(default_factory=list)  # empty: the dirs (the server's default)
-    ranked: list[guided.Candidate] = field(default_factory=list)  # what a guided start found
+    ranked: list[guided.FolderCandidate] = field(default_factory=list)  # what a guided start found
 
     @property
     def local_url(self) -> str:
@@ -150,7 +150,7 @@ def make_plan(args: argparse.Namespace, *, cwd: str | None = None) -> Plan:
     dirs = [os.path.abspath(os.path.expanduser(d)) for d in args.dirs]
     if not dirs:
         dirs = settings.startup_dirs([], os.environ)
-    ranked: list[guided.Candidate] = []
+    ranked: list[guided.FolderCandidate] = []
     if not dirs:
         ranked = [c for c in guided.candidates(cwd) if not roots or is_within(c.path, roots)]
         dirs = [ranked[0].path] if ranked else []

@@ -171,9 +171,9 @@ def test_a_work_folder_that_reads_as_a_run_is_searched_inside(tmp_path):
 
 
 def test_rank_breaks_ties_by_the_newest_write():
-    older, newer = guided.Candidate("/a", 3, 100.0), guided.Candidate("/b", 3, 200.0)
-    assert guided.rank([older, newer, guided.Candidate("/c", 0, None)]) == [newer, older]
-    assert guided.rank([newer, guided.Candidate("/d", 4, 1.0)])[0].path == "/d"
+    older, newer = guided.FolderCandidate("/a", 3, 100.0), guided.FolderCandidate("/b", 3, 200.0)
+    assert guided.rank([older, newer, guided.FolderCandidate("/c", 0, None)]) == [newer, older]
+    assert guided.rank([newer, guided.FolderCandidate("/d", 4, 1.0)])[0].path == "/d"
 
 
 def test_guided_start_with_no_runs_is_the_demo(tmp_path):
