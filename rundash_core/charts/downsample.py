@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rundash_core.numbers import floats
+
 MAX_POINTS = 1500
 
 
@@ -34,10 +36,6 @@ class Downsampled:
     bucketed: bool
 
 
-def _floats(a) -> np.ndarray:
-    return np.asarray(a, dtype=float).reshape(-1)
-
-
 def minmax_downsample(x, y, *, max_points: int = MAX_POINTS, y_line=None) -> Downsampled:
     """Reduce a series to at most max_points buckets over the x range, keeping min and max.
 
@@ -46,11 +44,11 @@ def minmax_downsample(x, y, *, max_points: int = MAX_POINTS, y_line=None) -> Dow
     into max_points equal buckets and empty buckets disappear, so the output never exceeds
     max_points. One vectorised pass (np.*.reduceat), no loop over points.
     """
-    x, y = _floats(x), _floats(y)
+    x, y = floats(x), floats(y)
     n = y.size
     if x.size != n:
         raise ValueError(f"x and y differ in length ({x.size} != {n})")
-    line = y if y_line is None else _floats(y_line)
+    line = y if y_line is None else floats(y_line)
     if line.size != n:
         raise ValueError(f"y_line and y differ in length ({line.size} != {n})")
     max_points = max(int(max_points), 1)

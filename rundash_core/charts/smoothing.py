@@ -17,6 +17,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from rundash_core.numbers import floats
+
 METHODS = ("none", "ema", "time_ema", "running_avg", "gaussian")
 
 LABELS = {
@@ -49,10 +51,6 @@ _MAX_WEIGHT = 0.999  # TensorBoard's slider stops below 1: weight 1 would never 
 _MAX_EXP2 = 900.0  # time-EMA chunk span in half-lives: 2**900 * n stays far below float max
 
 
-def _floats(a) -> np.ndarray:
-    return np.asarray(a, dtype=float).reshape(-1)
-
-
 def _scatter(ok: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Put the smoothed finite points back at their positions, NaN elsewhere."""
     out = np.full(n, np.nan)
@@ -70,7 +68,7 @@ def ema_debiased(y, weight: float) -> np.ndarray:
     TensorBoard also returns the raw values when the whole series is constant; the debiased EMA of
     a constant is that constant up to rounding, so that special case is not reproduced.
     """
-    y = _floats(y)
+    y = floats(y)
     ok = np.isfinite(y)
     if not ok.any():
         return np.full(y.shape, np.nan)
@@ -106,7 +104,7 @@ def ema_time_weighted(x, y, half_life: float) -> np.ndarray:
     powers of two are taken relative to chunks at most 900 half-lives long, the state carried
     across chunks, so long series and short half-lives never overflow.
     """
-    x, y = _floats(x), _floats(y)
+    x, y = floats(x), floats(y)
     n = y.size
     if x.size != n:
         raise ValueError(f"x and y differ in length ({x.size} != {n})")
@@ -142,7 +140,7 @@ def ema_time_weighted(x, y, half_life: float) -> np.ndarray:
 
 def running_average(y, window: int) -> np.ndarray:
     """Trailing mean of the last `window` finite points; the first points average what exists."""
-    y = _floats(y)
+    y = floats(y)
     ok = np.isfinite(y)
     if not ok.any():
         return np.full(y.shape, np.nan)
@@ -160,7 +158,7 @@ def gaussian(y, sigma: float) -> np.ndarray:
     data, so the ends are not dragged toward zero and a constant stays constant. Missing points
     are skipped: distance counts finite points, like the other smoothers' state.
     """
-    y = _floats(y)
+    y = floats(y)
     ok = np.isfinite(y)
     if not ok.any():
         return np.full(y.shape, np.nan)
@@ -183,7 +181,7 @@ def smooth(x, y, method: str, amount: float) -> np.ndarray:
     time_ema's amount is the half-life as a percentage of the x range (finite x of finite points),
     so one slider works the same on steps, wall time or any other metric, as in W&B.
     """
-    y = _floats(y)
+    y = floats(y)
     if method == "none":
         return y.copy()
     if method == "ema":
@@ -193,7 +191,7 @@ def smooth(x, y, method: str, amount: float) -> np.ndarray:
     if method == "gaussian":
         return gaussian(y, amount)
     if method == "time_ema":
-        x = _floats(x)
+        x = floats(x)
         if x.size != y.size:
             raise ValueError(f"x and y differ in length ({x.size} != {y.size})")
         ok = np.isfinite(x) & np.isfinite(y)

@@ -3,7 +3,7 @@
 training at that step, so the summary's step (run card, runs list) skips it, as charts do."""
 from __future__ import annotations
 
-import math
+from rundash_core.numbers import finite_float
 
 RESERVED = ("step", "time", "_timestamp", "producer")
 
@@ -13,6 +13,6 @@ def has_finite_value(values: dict, *, skip: tuple = RESERVED) -> bool:
     for key, v in values.items():
         if key in skip:
             continue
-        if type(v) is int or type(v) is bool or (type(v) is float and math.isfinite(v)):
+        if finite_float(v, bools=True) is not None:
             return True
     return False

@@ -24,6 +24,7 @@ import pandas as pd
 from rundash_core import cache
 from rundash_core.io.jsonl import JsonlTail
 from rundash_core.metrics.block import Block, TidyLog
+from rundash_core.numbers import finite_float
 
 _RESERVED = ("step", "time", "_timestamp", "producer")
 _TRAINER_KEY = re.compile(
@@ -189,8 +190,9 @@ class MetricStore:
         return flat.reshape(len(chosen), k)
 
     def _number(self, key: str, value, line: int) -> float:
-        if type(value) in (int, float, bool):
-            return float(value)
+        number = finite_float(value, bools=True, keep_nan_inf=True)  # the contract: values as logged
+        if number is not None:
+            return number
         if value is not None:
             self.ignored_columns.setdefault(key, type(value).__name__)
             self.tail.problems.add(f"non-numeric value for key {key!r} (ignored)", line)

@@ -10,19 +10,15 @@ import numpy as np
 
 from rundash_core.charts.sections import sections_for
 from rundash_core.charts.series import SeriesIndex, X_STEP
+from rundash_core.numbers import floats
 
 BARS = "▁▂▃▄▅▆▇█"
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 
 
-def _finite(values) -> np.ndarray:
-    a = np.asarray(values, dtype="float64")
-    return a[np.isfinite(a)]
-
-
 def buckets(values, width: int) -> np.ndarray:
     """`values` (finite ones) squeezed into at most `width` points: each the mean of its bucket."""
-    a = _finite(values)
+    a = floats(values, drop_nonfinite=True)
     if len(a) <= width or width <= 0:
         return a
     edges = np.linspace(0, len(a), width + 1).astype(int)

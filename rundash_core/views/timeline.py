@@ -14,6 +14,7 @@ import pandas as pd
 
 from rundash_core.frames import Episode
 from rundash_core.io.jsonl import dict_or_empty
+from rundash_core.numbers import finite_float
 
 PHASES = ("boot", "setup", "agent", "finalize", "scoring")
 LANES = ("phases", "model", "tools")
@@ -28,26 +29,22 @@ class Span:
     detail: str = ""
 
 
-def _num(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
-
-
 def _trace_spans(trace: dict, prefix: str, messages) -> list[tuple[str, str, float, float, str]]:
     out = []
     timing = dict_or_empty(trace.get("timing"))
     for phase in PHASES:
         span = dict_or_empty(timing.get(phase))
-        s, e = _num(span.get("start")), _num(span.get("end"))
+        s, e = finite_float(span.get("start")), finite_float(span.get("end"))
         if s and e and e >= s:
             out.append((prefix + "phases", phase, s, e, ""))
-    agent_end = _num((timing.get("agent") or {}).get("end")) if isinstance(timing.get("agent"), dict) else None
+    agent_end = finite_float((timing.get("agent") or {}).get("end")) if isinstance(timing.get("agent"), dict) else None
     calls = [c for c in trace.get("calls") or [] if isinstance(c, dict) and isinstance(c.get("time"), dict)
-             and _num(c["time"].get("start")) and _num(c["time"].get("end"))]
+             and finite_float(c["time"].get("start")) and finite_float(c["time"].get("end"))]
     calls.sort(key=lambda c: c["time"]["start"])
     for i, c in enumerate(calls):
-        s, e = _num(c["time"]["start"]), _num(c["time"]["end"])
+        s, e = finite_float(c["time"]["start"]), finite_float(c["time"]["end"])
         usage = dict_or_empty(c.get("usage"))
-        done = _num(usage.get("completion_tokens"))
+        done = finite_float(usage.get("completion_tokens"))
         detail = " · ".join(x for x in (f"finish: {c.get('finish_reason')}" if c.get("finish_reason") else "",
                                          f"{int(done)} tokens out" if done is not None else "",
                                          "error" if c.get("error") else "") if x)
@@ -56,7 +53,7 @@ def _trace_spans(trace: dict, prefix: str, messages) -> list[tuple[str, str, flo
         asked = [t.name for t in messages[node].tool_calls] if messages is not None and isinstance(node, int) \
             and 0 <= node < len(messages) else []
         if c.get("finish_reason") == "tool_calls" or asked:
-            until = _num(calls[i + 1]["time"]["start"]) if i + 1 < len(calls) else agent_end
+            until = finite_float(calls[i + 1]["time"]["start"]) if i + 1 < len(calls) else agent_end
             if until and until > e:
                 out.append((prefix + "tools", ", ".join(asked) or "tools", e, until, f"after call {i + 1}"))
     return out
@@ -77,7 +74,7 @@ def episode_spans(episode: Episode) -> tuple[list[Span], bool]:
         return [Span(lane, label, s - t0, e - t0, d) for lane, label, s, e, d in raw], False
     spans, at = [], 0.0
     for phase, seconds in episode.timing.items():
-        if "." in phase or phase == "total" or _num(seconds) is None or seconds < 0:
+        if "." in phase or phase == "total" or finite_float(seconds) is None or seconds < 0:
             continue
         spans.append(Span("phases", phase, at, at + seconds))
         at += seconds

@@ -20,6 +20,7 @@ import pandas as pd
 from tokenizers import Tokenizer, decoders
 
 from rundash_core import frames
+from rundash_core.numbers import finite_float
 from rundash_core.safety.gate import hidden_spans
 from rundash_core.safety.redact import HIDDEN
 from rundash_core.views.tokenizer_files import TokenizerLookup, find_tokenizer, model_names
@@ -127,9 +128,9 @@ def ipo_eps(config: dict | None) -> float:
     trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
     for loss in (trainer.get("loss"), config.get("loss")):
         if isinstance(loss, dict) and loss.get("type") == "ipo":
-            eps = loss.get("eps")
-            if isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps >= 0:
-                return float(eps)
+            eps = finite_float(loss.get("eps"))
+            if eps is not None and eps >= 0:
+                return eps
             return DEFAULT_IPO_EPS
     return DEFAULT_IPO_EPS
 

@@ -8,6 +8,7 @@ import os
 from rundash_core.io.files import open_file, read_range
 from rundash_core.io.holes import content_end
 from rundash_core.metrics.steps_done import has_finite_value
+from rundash_core.numbers import finite_float
 
 RESERVED = ("step", "time", "_timestamp", "producer")
 
@@ -20,10 +21,8 @@ def _is_step(value) -> bool:
 def _time(row: dict) -> float | None:
     """A row's `time` (or legacy `_timestamp`) when it is a date: one Infinity or 1e300 would
     otherwise blank the run's updated/started times (no Timestamp holds it)."""
-    t = row.get("time", row.get("_timestamp"))
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        return None
-    return float(t) if 0 <= t < MAX_TIME else None  # (NaN and a 400-digit int fail this too)
+    t = finite_float(row.get("time", row.get("_timestamp")))
+    return t if t is not None and 0 <= t < MAX_TIME else None
 
 
 HEAD_BYTES = 64 << 10

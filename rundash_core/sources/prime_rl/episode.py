@@ -10,6 +10,7 @@ import pandas as pd
 
 from rundash_core import frames
 from rundash_core.io.jsonl import dict_or_empty, list_or_empty
+from rundash_core.numbers import finite_float
 
 TOKEN_COLUMNS = {"logprobs": "logprob", "advantages": "advantage", "reference_logprobs": "reference_logprob",
                  "trainer_logprobs": "trainer_logprob", "entropies": "entropy", "is_masked": "is_masked",
@@ -23,9 +24,6 @@ def _int(v) -> int | None:
     """An int that fits the frames' Int64 columns exactly (orjson parses up to 2**64 - 1: a larger
     one made the listing raise OverflowError)."""
     return v if isinstance(v, int) and not isinstance(v, bool) and -MAX_INT <= v <= MAX_INT else None
-
-def _num(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 def _merge(into: dict, new: dict) -> None:
     for k, v in new.items():
@@ -187,12 +185,12 @@ def _timing(trace: dict) -> dict[str, float]:
     for phase, v in timing.items():
         if not isinstance(v, dict):
             continue
-        start, end = _num(v.get("start")), _num(v.get("end"))
+        start, end = finite_float(v.get("start")), finite_float(v.get("end"))
         if start is not None and end is not None:
             out[phase] = end - start
         for sub, w in v.items():
-            if isinstance(w, dict) and _num(w.get("duration")) is not None:
-                out[f"{phase}.{sub}"] = _num(w["duration"])
+            if isinstance(w, dict) and (d := finite_float(w.get("duration"))) is not None:
+                out[f"{phase}.{sub}"] = d
     return out
 
 def to_episode(record: dict, row: dict, run_id: str, annotations: dict[str, list[dict]]) -> frames.Episode:
@@ -207,18 +205,18 @@ def to_episode(record: dict, row: dict, run_id: str, annotations: dict[str, list
     for k, t in enumerate(traces):
         prefix = f"{dict_or_empty(t.get('agent')).get('name') or k}/" if several else ""
         for name, r in dict_or_empty(t.get("rewards")).items():
-            score = _num(r.get("score")) if isinstance(r, dict) else _num(r)
+            score = finite_float(r.get("score") if isinstance(r, dict) else r, keep_nan_inf=True)  # as logged
             if score is not None:
                 rewards[prefix + name] = score
         for name, v in dict_or_empty(t.get("metrics")).items():
-            if _num(v) is not None:
-                metrics[prefix + name] = _num(v)
+            if (x := finite_float(v, keep_nan_inf=True)) is not None:  # as logged
+                metrics[prefix + name] = x
         timing.update({prefix + k2: v for k2, v in _timing(t).items()})
         messages += [message(n) for n in list_or_empty(t.get("nodes")) if isinstance(n, dict)]
         errors += [e for e in list_or_empty(t.get("errors")) if isinstance(e, dict)]
     errors = [e for e in list_or_empty(record.get("errors")) if isinstance(e, dict)] + errors
-    if _num(row.get("duration_s")) is not None:
-        timing["total"] = _num(row["duration_s"])
+    if (total := finite_float(row.get("duration_s"))) is not None:
+        timing["total"] = total
     task = dict_or_empty(record.get("task"))
     env = dict_or_empty(record.get("env"))
     ids = {"episode": record.get("id"), "group": dict_or_empty(record.get("group")).get("id"),

@@ -26,7 +26,8 @@ from rundash_core.run import Problem
 from rundash_core.io.files import file_id, open_file
 from rundash_core.io.holes import data_until, nul_run_fd, run_text
 from rundash_core.io.jsonl import dict_or_empty, list_or_empty
-from rundash_core.sources.prime_rl.episode import _int, _num, message, to_episode
+from rundash_core.numbers import finite_float
+from rundash_core.sources.prime_rl.episode import _int, message, to_episode
 from rundash_core.sources.prime_rl.traces import _rows, traces_dir
 
 LIVE_PREFIX = "live-"
@@ -138,8 +139,8 @@ def stage(trace: dict | None) -> str:
     timing = dict_or_empty(trace.get("timing"))
     for phase, name in _PHASES:
         span = dict_or_empty(timing.get(phase))
-        if (_num(span.get("start")) or 0) > 0:
-            return "done" if phase == "scoring" and (_num(span.get("end")) or 0) > 0 else name
+        if (finite_float(span.get("start")) or 0) > 0:
+            return "done" if phase == "scoring" and (finite_float(span.get("end")) or 0) > 0 else name
     return "boot"
 
 
@@ -162,7 +163,7 @@ def _listdir(path: str) -> list[str]:
 
 def _row(sample_id: str, dispatch: dict, trace: dict | None, locator: str, now: float) -> dict:
     trace = trace or {}
-    started = _num(dispatch.get("started")) or _num(dict_or_empty(trace.get("timing")).get("start"))
+    started = finite_float(dispatch.get("started")) or finite_float(dict_or_empty(trace.get("timing")).get("start"))
     nodes = [n for n in list_or_empty(trace.get("nodes")) if isinstance(n, dict)]
     errors = list_or_empty(trace.get("errors"))
     kind = dispatch.get("kind")

@@ -37,7 +37,8 @@ from rundash_core.io.jsondepth import DEEP_MARK, is_too_deep, loads_shallow
 from rundash_core.io.files import file_id, shown_path
 from rundash_core.io.jsonl import dict_or_empty, list_or_empty
 from rundash_core.run import Problem, RunError
-from rundash_core.sources.prime_rl.episode import _int, _num, to_episode
+from rundash_core.numbers import finite_float
+from rundash_core.sources.prime_rl.episode import _int, to_episode
 from rundash_core.sources.prime_rl.lines import TornRecord, objects as _objects, read_record_line
 
 TRACES = ("monitors", "file", "traces")
@@ -99,9 +100,9 @@ def _ship_facts(folder: str) -> tuple[dict[str, int], dict[str, float], list[tup
                 continue
             if (s := _ship_step(info)) is not None:
                 ship_of[tid] = min(s, ship_of.get(tid, s))
-                if (t := _num(info["ship"].get("time"))) is not None:
+                if (t := finite_float(info["ship"].get("time"))) is not None:
                     ships.add((t, s))
-            if (a := _num(info.get("advantage"))) is not None:
+            if (a := finite_float(info.get("advantage"))) is not None:
                 advantage_of[tid] = a
     return ship_of, advantage_of, sorted(ships)
 
@@ -167,11 +168,11 @@ def _list_samples(folder: str) -> pd.DataFrame:
         tids = [t for t in list_or_empty(row.get("trace_ids")) if isinstance(t, str)]
         shipped = [s for t in tids if (s := ship_of.get(t)) is not None]
         advantage = next((a for t in reversed(tids) if (a := advantage_of.get(t)) is not None),
-                         _num(row.get("advantage")))
+                         finite_float(row.get("advantage")))
         trainer_step = min(shipped) if shipped else None
         step = trainer_step
         if step is None:
-            when = _num(row.get("arrival")) or _num(row.get("dispatch"))
+            when = finite_float(row.get("arrival")) or finite_float(row.get("dispatch"))
             if when is not None:
                 i = bisect.bisect_right(ship_times, when) - 1
                 step = ships[i][1] + 1 if i >= 0 else 0
@@ -185,14 +186,14 @@ def _list_samples(folder: str) -> pd.DataFrame:
             "sample_id": f"{line}-{_UNSAFE.sub('', eid)[:8]}".rstrip("-"), "episode_id": eid or None,
             "split": kind if kind in ("train", "eval") else "eval",
             "step": step, "trainer_step": trainer_step, "group_id": row.get("group"), "env": row.get("env"),
-            "reward": _num(row.get("reward")), "advantage": advantage,
+            "reward": finite_float(row.get("reward")), "advantage": advantage,
             "ok": row.get("ok") if isinstance(row.get("ok"), bool) else None,
             "error": f"{n_err} error{'s' if n_err > 1 else ''}" if n_err else None,
             "status": row.get("stop_condition"),
             "truncated": row.get("truncated") if isinstance(row.get("truncated"), bool) else None,
             "input_tokens": _int(row.get("input_tokens")), "output_tokens": _int(row.get("output_tokens")),
-            "turns": _int(row.get("turns")), "duration_s": _num(row.get("duration")),
-            "arrival": _num(row.get("arrival")),
+            "turns": _int(row.get("turns")), "duration_s": finite_float(row.get("duration")),
+            "arrival": finite_float(row.get("arrival")),
             "locator": frames.line_locator(plain, offset, length),
         })
     return frames.typed_rows(out, frames.SAMPLES)
@@ -228,20 +229,23 @@ def summarize(rec: dict) -> dict:
     """The index-row scalars (spec 5.4) of an Episode record (or of an older Trace-per-line)."""
     traces = [t for t in list_or_empty(rec.get("traces") if "traces" in rec else [rec]) if isinstance(t, dict)]
     info0 = traces[0].get("info") if traces and isinstance(traces[0].get("info"), dict) else {}
-    rewards = [sum((_num(r.get("score")) or 0.0) * (_num(r.get("weight")) or 1.0)
+    rewards = [sum((finite_float(r.get("score")) or 0.0) * (finite_float(r.get("weight")) or 1.0)
                    for r in t["rewards"].values() if isinstance(r, dict))
                for t in traces if isinstance(t.get("rewards"), dict)
-               and any(isinstance(r, dict) and _num(r.get("score")) is not None for r in t["rewards"].values())]
-    advs = [a for t in traces if (a := _num(dict_or_empty(t.get("info")).get("advantage"))) is not None]
+               and any(isinstance(r, dict) and finite_float(r.get("score")) is not None
+                       for r in t["rewards"].values())]
+    advs = [a for t in traces if (a := finite_float(dict_or_empty(t.get("info")).get("advantage"))) is not None]
     nodes = [n for t in traces for n in list_or_empty(t.get("nodes")) if isinstance(n, dict)]
     stop = traces[-1].get("stop_condition") if traces else None
     calls = [c for c in list_or_empty(traces[-1].get("calls"))
              if isinstance(c, dict) and not c.get("error")] if traces else []
     timing = traces[0].get("timing") if traces and isinstance(traces[0].get("timing"), dict) else {}
-    dispatch, arrival = _num(dict_or_empty(info0.get("dispatch")).get("time")), _num(dict_or_empty(info0.get("arrival")).get("time"))
+    dispatch = finite_float(dict_or_empty(info0.get("dispatch")).get("time"))
+    arrival = finite_float(dict_or_empty(info0.get("arrival")).get("time"))
     env, group = dict_or_empty(rec.get("env")), rec.get("group")
     phases = sum(e - s for v in timing.values() if isinstance(v, dict)
-                 and (s := _num(v.get("start"))) is not None and (e := _num(v.get("end"))) is not None)
+                 and (s := finite_float(v.get("start"))) is not None
+                 and (e := finite_float(v.get("end"))) is not None)
 
     def count(key: str) -> int | None:  # the episode's, else the sum over its traces
         return _int(rec[key] if key in rec else sum(_int(t.get(key)) or 0 for t in traces))  # (sums: Int64 too)

@@ -22,7 +22,8 @@ import pandas as pd
 from rundash_core import frames
 from rundash_core.io.files import file_id
 from rundash_core.io.jsonl import dict_or_empty, list_or_empty, read_located_object
-from rundash_core.sources.prime_rl.episode import _int, _num
+from rundash_core.numbers import finite_float
+from rundash_core.sources.prime_rl.episode import _int
 from rundash_core.sources.prime_rl.lines import objects as _objects
 from rundash_core.sources.prime_rl.traces import _STEP_DIR, _listdir, summarize
 
@@ -96,9 +97,9 @@ def _first(rec: dict, keys: tuple[str, ...]):
 def _scalar(value) -> float | None:
     """A number, or the mean of a list of numbers (per-token advantages)."""
     if isinstance(value, list):
-        nums = [n for v in value if (n := _num(v)) is not None]
+        nums = [n for v in value if (n := finite_float(v)) is not None]
         return sum(nums) / len(nums) if nums else None
-    return _num(value)
+    return finite_float(value)
 
 
 def _text_id(value) -> str | None:
@@ -132,7 +133,8 @@ def legacy_episode(run_id: str, row: dict) -> frames.Episode:
     path = frames.parse_line_locator(row["locator"])[0]
     record = read_located_object(row["locator"], sample=f"{run_id}: sample {row['sample_id']!r}")
     messages = _messages(record.get("prompt"), "user") + _messages(record.get("completion"), "assistant")
-    metrics = {k: n for k, v in dict_or_empty(record.get("metrics")).items() if (n := _num(v)) is not None}
+    metrics = {k: n for k, v in dict_or_empty(record.get("metrics")).items()
+               if (n := finite_float(v, keep_nan_inf=True)) is not None}  # as logged
     ids = {k: v for k, v in (("group", row.get("group_id")), ("task", row.get("task_id")),
                              ("file", os.path.basename(path))) if v}
     return frames.Episode(

@@ -15,6 +15,7 @@ import pandas as pd
 from rundash_core.io.files import open_file
 from rundash_core.io.holes import line_end, nul_run_fd, run_text, size_text
 from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
+from rundash_core.numbers import finite_float
 
 PRODUCERS = {"train": "rollout", "eval": "eval"}
 STATUSES = ("completed", "truncated", "aborted", "failed", "pending")
@@ -42,15 +43,6 @@ class StepFile:
 INT64_MAX = (1 << 63) - 1  # a bigger integer in a row is garbage: int64 columns cannot hold it
 
 
-def _number(v) -> float | None:
-    if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
-        try:
-            return float(v)
-        except OverflowError:  # an integer of hundreds of digits
-            return None
-    return None
-
-
 def _integer(v) -> int | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (math.inf, -math.inf):
         return None
@@ -63,11 +55,11 @@ def _reward(value) -> tuple[float | None, str | None]:
     if value is None:
         return None, None
     if isinstance(value, dict):
-        score = _number(value.get("score"))
-        return (score, None) if score is not None and not math.isinf(score) else (
+        score = finite_float(value.get("score"), bools=True)  # Relax counts a bool reward as 1/0
+        return (score, None) if score is not None else (
             None, "object reward without a numeric 'score': left out of reward stats")
-    number = _number(value)
-    if number is not None and math.isinf(number):  # `Infinity` from json.dumps: would make every stat inf/NaN
+    number = finite_float(value, bools=True)
+    if isinstance(value, float) and math.isinf(value):  # `Infinity` from json.dumps: would make every stat inf/NaN
         return None, "reward is infinite: left out of reward stats"
     return (number, None) if number is not None else (None, "reward not a number: left out of reward stats")
 

@@ -27,8 +27,9 @@ from rundash_core import cache
 from rundash_core.io.files import OUTSIDE_ROOTS, file_id
 from rundash_core.io.files import inside_roots, is_dir
 from rundash_core.io.configs import dig
+from rundash_core.numbers import finite_float
 from rundash_core.sources.swe_lego_rl.harbor_values import TOKEN_KEYS as _TOKEN_KEYS, iso_time as _time
-from rundash_core.sources.swe_lego_rl.harbor_values import load_json_object, number as _number, tokens as _tokens, unusable as _unusable
+from rundash_core.sources.swe_lego_rl.harbor_values import load_json_object, tokens as _tokens, unusable as _unusable
 from rundash_core.sources.swe_lego_rl.harbor_values import exception_txt as _exception_txt, reward_txt as _reward_txt
 
 STEP_DIR = re.compile(r"^step_(\d{1,18})$")  # a wider number is no step: it would not fit int64 columns
@@ -290,7 +291,7 @@ def read_trial(trial_dir: str, step: int, sample_id: str) -> tuple:
     reward, why = _reward_txt(os.path.join(trial_dir, REWARD))
     problem = problem or why
     if reward is None:  # spec 4: reward.txt first, then verifier_result.rewards.reward
-        reward = _number(dig(result, "verifier_result", "rewards", "reward"))
+        reward = finite_float(dig(result, "verifier_result", "rewards", "reward"))
     info = dig(result, "exception_info")
     exc_type = exc_msg = None
     if isinstance(info, dict):

@@ -16,6 +16,7 @@ from rundash_core.frames import Episode, Message, ToolCall
 from rundash_core.io.configs import dig
 from rundash_core.io.files import file_id
 from rundash_core.io.jsonl import list_or_empty
+from rundash_core.numbers import finite_float
 from rundash_core.sources.swe_lego_rl import harbor
 from rundash_core.sources.swe_lego_rl import harbor_values
 
@@ -87,7 +88,7 @@ def trial_episode(trial_dir: str, row: dict, run_id: str) -> Episode:
     return Episode(
         sample_id=row["sample_id"], run_id=run_id, split=row["split"], step=row["step"], task_id=row["task_id"],
         env=row["env"], reward=row["reward"],
-        rewards={k: v for k, v in ((k, harbor_values.number(v)) for k, v in rewards.items()) if v is not None}
+        rewards={k: v for k, v in ((k, finite_float(v)) for k, v in rewards.items()) if v is not None}
         if isinstance(rewards, dict) else {},
         messages=atif_messages(trajectory) if isinstance(trajectory, dict) else [],
         ids={"trial": os.path.basename(trial_dir), "trial_dir": trial_dir,

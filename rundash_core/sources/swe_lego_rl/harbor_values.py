@@ -16,6 +16,7 @@ import pandas as pd
 
 from rundash_core.io.configs import dig
 from rundash_core.io.files import FileId, read_range, read_tail
+from rundash_core.numbers import finite_float
 
 MAX_JSON_BYTES = 64 << 20
 TOKEN_KEYS = ("n_input_tokens", "n_output_tokens", "n_cache_tokens")
@@ -60,17 +61,6 @@ def _lenient_json(data: bytes):
     return obj
 
 
-def number(v) -> float | None:
-    """A finite number (NaN, ±Infinity and ints past float range are no reward)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        v = float(v)
-    except OverflowError:
-        return None
-    return v if math.isfinite(v) else None
-
-
 def integer(v) -> int | None:
     """An int that fits the frames' Int64 columns (a 2**64 token count would break the frame)."""
     return v if isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63) else None
@@ -100,7 +90,7 @@ def tokens(agent_result) -> list[int | None]:
     return out
 
 
-_CHECKED = {("verifier_result", "rewards", "reward"): number, ("started_at",): iso_time, ("finished_at",): iso_time,
+_CHECKED = {("verifier_result", "rewards", "reward"): finite_float, ("started_at",): iso_time, ("finished_at",): iso_time,
             **{("agent_result", k): integer for k in TOKEN_KEYS}}
 
 
