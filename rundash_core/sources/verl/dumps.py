@@ -17,7 +17,6 @@ A dump folder that is missing or outside the allowed roots is a `Problem`, not a
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import threading
@@ -31,6 +30,7 @@ from rundash_core.io.bytetail import ByteTail
 from rundash_core.io.configs import dig
 from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots, is_dir
 from rundash_core.io.jsonl import LineProblems, read_located_object
+from rundash_core.numbers import finite_float as _number
 from rundash_core.run import Problem
 from rundash_core.sources.relax.rollout_file import _rows as jsonl_rows
 
@@ -187,12 +187,6 @@ def _dump_id(row: dict) -> str | None:
     """The sample's own id when the dump carries one (an `id`-like extra), else None."""
     v = next((row[k] for k in ID_KEYS if k in row), None)
     return v if isinstance(v, str) and v else str(v) if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _number(v) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
-        return None
-    return float(v)
 
 
 def step_files(folder: str) -> list[tuple[int, str]]:
