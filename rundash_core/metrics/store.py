@@ -303,8 +303,8 @@ class MetricStore:
         steps = [int(b.steps[: b.n].max()) for b in self.stepped.values() if b.n]
         return max(steps) if steps else None
 
-    def last_valued_step(self) -> int | None:
-        """The highest step with a finite value (`io.valued`: a row of NaNs is no step done)."""
+    def last_step_logging_a_number(self) -> int | None:
+        """The highest step with a finite value (`metrics.steps_done`: a row of NaNs is no step done)."""
         steps = [int(b.steps[: b.n][np.isfinite(b.values[: b.n, : len(b.keys)]).any(axis=1)].max(initial=-1))
                  for b in self.stepped.values() if b.n]
         top = max(steps, default=-1)

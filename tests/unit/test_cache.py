@@ -158,18 +158,18 @@ def test_a_given_size_or_cache_size_skips_the_deep_walk(monkeypatch):
 
 def test_discovery_entry_estimates_track_the_deep_size():
     import glob
-    from rundash_core.sources.verl.overview import digest_size, log_digest
+    from rundash_core.sources.verl.overview import overview_inputs_size, overview_inputs
 
     logs = sorted(glob.glob("tests/data/verl/**/*.log", recursive=True))
     assert logs
     for log in logs:
-        d = log_digest(log)
+        d = overview_inputs(log)
         if d is None:
             continue
         fid = os.stat(log)
-        fp = cache.shared._items[("verl-digest", fid.st_dev, fid.st_ino)][0]
+        fp = cache.shared._items[("verl-overview-inputs", fid.st_dev, fid.st_ino)][0]
         real = cache._deep_size((fp, d))
-        assert 0.67 * real <= digest_size(d) <= 1.5 * real
+        assert 0.67 * real <= overview_inputs_size(d) <= 1.5 * real
 
 
 def test_current_rebuilds_only_when_the_stamp_changes():

@@ -219,7 +219,7 @@ def _no_reads(monkeypatch):
     def fail(*a, **k):
         raise AssertionError("discover read a log")
 
-    monkeypatch.setattr(verl_summary, "read_digest", fail)
+    monkeypatch.setattr(verl_summary, "read_overview_inputs", fail)
     monkeypatch.setattr(verl_summary, "read_range", fail)
     monkeypatch.setattr(verl_text, "read_range", fail)
 
@@ -303,29 +303,29 @@ def test_warm_discover_reuses_rows_until_an_entry_changes(tmp_path, monkeypatch)
     assert rd.discover([tmp_path], now=2e9).at[0, "step"] == 60 and len(calls) == 1  # re-read: 0..59 done
 
 
-def test_quick_head_searches_the_config_print_and_falls_back():
-    from rundash_core.sources.verl.ends import config_start, quick_head
+def test_head_fields_searches_the_config_print_and_falls_back():
+    from rundash_core.sources.verl.ends import config_start, head_fields
 
     cfg = (b"{'actor_rollout_ref': {'model': {'path': 'org/actor'}},\n 'critic': {'model': {'path': 'org/critic'}},\n"
            b" 'trainer': {'experiment_name': 'exp-a', 'total_training_steps': 12}}\n")
     later = b"noise 'critic': {'model': {'path': 'org/other'}}\n"
-    head = quick_head(b"x\n" + cfg + later)
-    assert head == quick_head(b"x\n" + cfg)
+    head = head_fields(b"x\n" + cfg + later)
+    assert head == head_fields(b"x\n" + cfg)
     assert (head.experiment, head.total_steps, head.models, head.flavor) == ("exp-a", 12, ("org/actor", "org/critic"), "rl")
     no_critic = cfg.replace(b" 'critic': {'model': {'path': 'org/critic'}},\n", b"")
-    assert quick_head(no_critic + later).models == ("org/actor", None)  # a critic after the print is not its
+    assert head_fields(no_critic + later).models == ("org/actor", None)  # a critic after the print is not its
     # {'data' before {'actor_rollout_ref': the earlier start wins (an SFT config)
     sft = b"{'data': {}, 'model': {'partial_pretrain': 'org/p'}, 'trainer': {'experiment_name': 's'}}\n"
-    assert config_start(sft + cfg) == 0 and quick_head(sft + cfg).flavor == "sft"
+    assert config_start(sft + cfg) == 0 and head_fields(sft + cfg).flavor == "sft"
     # no line end after the trainer section (a cut print): the whole head is searched, as before
     cut = cfg.rstrip(b"}\n") + b", 'x': 1"
-    assert quick_head(cut).experiment == "exp-a"
+    assert head_fields(cut).experiment == "exp-a"
 
 
-def test_digest_reads_on_only_where_a_field_is_not_in_the_first_bytes(tmp_path):
+def test_overview_inputs_reads_on_only_where_a_field_is_not_in_the_first_bytes(tmp_path):
     """16 KiB of each end first; the last step further up, a config print behind many `{` and
     past 64 KiB, and a file logger the config names are still found (by reading on)."""
-    from rundash_core.sources.verl.overview import read_digest
+    from rundash_core.sources.verl.overview import read_overview_inputs
 
     noise = b"(WorkerDict pid=2) {'not': 'the config'} " + b"x" * 60 + b"\n"
     cfg = (b"(TaskRunner pid=1) {'actor_rollout_ref': {'model': {'path': 'org/actor'}},\n"
@@ -335,29 +335,29 @@ def test_digest_reads_on_only_where_a_field_is_not_in_the_first_bytes(tmp_path):
     log.write_bytes(b"2025-06-18 16:49:37,706\tINFO start\n" + noise * 800 + cfg
                     + b"(TaskRunner pid=1) Creating file logger at out/deep.jsonl\n"
                     + b"(TaskRunner pid=1) step:7 - a:1.0\n" + b"(WorkerDict pid=2) tail noise\n" * 2000)
-    d = read_digest(str(log))
+    d = read_overview_inputs(str(log))
     assert (d.tail.last_step, d.head.experiment, d.max_steps, d.model, d.file_logger) == (7, "deep", 40, "org/actor",
                                                                                         "out/deep.jsonl")
     assert d.started == time.mktime((2025, 6, 18, 16, 49, 37, 0, 0, -1))
     no_file = log.read_bytes().replace(b"['console', 'file']", b"['console']")
     log.write_bytes(no_file)
-    assert read_digest(str(log)).file_logger is None  # the config says there is no file logger
+    assert read_overview_inputs(str(log)).file_logger is None  # the config says there is no file logger
 
 
-def test_digest_without_a_config_total_reads_the_head_window(tmp_path):
+def test_overview_inputs_without_a_config_total_reads_the_head_window(tmp_path):
     """max_steps: the config's total, else the tail's tqdm total, else the head's (searched in the
     first 64 KiB), else the SFT step count; the tail's final-validation print."""
-    from rundash_core.sources.verl.overview import read_digest
+    from rundash_core.sources.verl.overview import read_overview_inputs
 
     bar = b"Training Progress:   0%|          | 0/210 [00:00<?, ?it/s]\n"
     filler = b"(TaskRunner pid=1) step:%d - a:1.0\n"
     log = tmp_path / "bar.log"
     log.write_bytes(b"x\n" * 100 + bar + b"".join(filler % i for i in range(1, 3000)))
-    assert read_digest(str(log)).max_steps == 210
+    assert read_overview_inputs(str(log)).max_steps == 210
     log.write_bytes(b"x\n" * 40000 + bar + b"".join(filler % i for i in range(1, 3000)))  # bar past 64 KiB
-    assert read_digest(str(log)).max_steps is None
+    assert read_overview_inputs(str(log)).max_steps is None
     log.write_bytes(b"".join(filler % i for i in range(1, 3000)) + b"(TaskRunner pid=1) Final validation metrics: {}\n")
-    d = read_digest(str(log))
+    d = read_overview_inputs(str(log))
     assert d.tail.final_validation and d.tail.last_step == 2999
 
 
@@ -366,7 +366,7 @@ def test_final_validation_found_around_the_last_step_line(tmp_path):
     summary (the tail widens for the step line), and printed just before a last validation-only
     line whose start sits near the 16 KiB window's start (early-2025 order): each is found, as
     the full parse finds it; a print far before the last step line (a later resume) is not."""
-    from rundash_core.sources.verl.overview import read_digest
+    from rundash_core.sources.verl.overview import read_overview_inputs
 
     steps = b"".join(b"(TaskRunner pid=1) step:%d - actor/pg_loss:0.1 - critic/score/mean:0.5\n" % i
                      for i in range(1, 2000))
@@ -376,16 +376,16 @@ def test_final_validation_found_around_the_last_step_line(tmp_path):
     log = tmp_path / "final.log"
     log.write_bytes(steps + final + wandb)
     assert len(wandb) > 16 << 10
-    d = read_digest(str(log))
+    d = read_overview_inputs(str(log))
     assert d.tail.final_validation and d.tail.last_step == 1999
     noise = b"(TaskRunner pid=1) shutdown noise " + b"y" * 60 + b"\n"
     last = b"(TaskRunner pid=1) step:2000 - val-core/gsm8k/reward/mean@1:0.5\n"
     fill = noise * ((16384 - len(last) - 20) // len(noise))  # the last step line starts just inside 16 KiB
     log.write_bytes(steps + final + last + fill)  # ... and the final print just before it, outside
-    d = read_digest(str(log))
+    d = read_overview_inputs(str(log))
     assert d.tail.final_validation and d.tail.last_step == 2000
     log.write_bytes(steps + final + noise * 200 + steps[-30000:] + noise * 10)  # resumed long after
-    assert not read_digest(str(log)).tail.final_validation
+    assert not read_overview_inputs(str(log)).tail.final_validation
 
 
 def test_recursive_discovery_finds_every_framework_layout_under_one_root(tmp_path, monkeypatch):

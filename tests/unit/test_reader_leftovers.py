@@ -17,7 +17,7 @@ import pytest
 import rundash_core as rd
 from helpers import DATA, make_rl_run, set_all_mtimes, write_lines
 from rundash_core import cache
-from rundash_core.sources.verl import far as verl_far
+from rundash_core.sources.verl import steps_before_tail
 from rundash_core.sources.verl.metric_log import CUT_MORE, CUT_NAMED, VerlLogTail
 from rundash_core.metrics.store import MetricStore
 from test_reader_shapes import ALWAYS, append
@@ -68,13 +68,13 @@ def test_prime_rl_a_tail_of_nan_rows_past_the_window_asks_the_store(tmp_path):
     assert run.overview().step == 4 and listed_step(tmp_path / "out", run.run_id) == 4
 
 
-def test_metric_store_last_valued_step(tmp_path):
+def test_metric_store_last_step_logging_a_number(tmp_path):
     path = tmp_path / "m.jsonl"
     write_lines(path, [{"step": 1, "a": 1.0}, {"step": 3, "a": 2.0, "b": float("inf")}, {"step": 4, "b": float("inf")},
                        {"step": 5, "a": float("nan")}, {"step": 6, "s": "text"}, {"step": 7}])
     store = MetricStore(str(path))
     store.refresh()
-    assert (store.max_step(), store.last_valued_step()) == (7, 3)  # inf is no finite value either
+    assert (store.max_step(), store.last_step_logging_a_number()) == (7, 3)  # inf is no finite value either
 
 
 def test_verl_log_whose_last_lines_are_nan(tmp_path):
@@ -147,9 +147,9 @@ def test_a_growing_log_searches_only_its_appended_bytes(tmp_path, monkeypatch):
     def read_between(lo: int, hi: int) -> int:
         return sum(max(0, min(e, hi) - max(s, lo)) for s, e in reads)
 
-    old_window = log.stat().st_size - verl_far.TAIL_STEPS[-1]
+    old_window = log.stat().st_size - steps_before_tail.TAIL_STEPS[-1]
     assert listed_step(tmp_path, "grow") == 12
-    middle = (512 << 10, old_window - verl_far.CHECK_BYTES)  # spam only: neither head nor tail window
+    middle = (512 << 10, old_window - steps_before_tail.CHECK_BYTES)  # spam only: neither head nor tail window
     assert read_between(*middle) >= middle[1] - middle[0]  # the first look searched it
     reads.clear()
     append(log, SPAM * ((2 << 20) // len(SPAM)))
@@ -168,12 +168,12 @@ def test_a_growing_log_searches_only_its_appended_bytes(tmp_path, monkeypatch):
 def test_the_search_before_the_window_is_bounded(tmp_path, monkeypatch):
     """More other output than FAR_BYTES after the last step: the runs list and the card (the one
     summary) give up (no step); the metrics (a full parse) still have it."""
-    monkeypatch.setattr(verl_far, "FAR_BYTES", 1 << 20)
+    monkeypatch.setattr(steps_before_tail, "FAR_BYTES", 1 << 20)
     log = spam_log(tmp_path / "far.log", 5, 3 << 20)
     assert listed_step(tmp_path, "far") is None and rd.open_run(log).overview().step is None
     assert rd.open_run(log).metrics()["step"].max() == 5
     cache.shared.clear()
-    monkeypatch.setattr(verl_far, "FAR_BYTES", 8 << 20)
+    monkeypatch.setattr(steps_before_tail, "FAR_BYTES", 8 << 20)
     assert listed_step(tmp_path, "far") == 5
 
 

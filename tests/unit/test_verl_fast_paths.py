@@ -16,8 +16,8 @@ from rundash_core.sources.verl.block_parse import (ValueEra, parse_metric_block,
                                                    parse_metric_block_reference)
 from rundash_core.sources.verl.ends import (first_needle, first_needle_reference, search_at_literal,
                                             search_at_literal_reference)
-from rundash_core.sources.verl.far import search_back, search_back_reference
-from rundash_core.sources.verl.overview import read_digest
+from rundash_core.sources.verl.steps_before_tail import search_back, search_back_reference
+from rundash_core.sources.verl.overview import read_overview_inputs
 from rundash_core.sources.verl.steps import last_step_at, last_step_at_reference
 
 REAL_LOGS = sorted(p for folder in ("verl", "verl-public", "verl-resume", "verl-dumps", "lego", "lego-full", "lego-val")
@@ -192,7 +192,7 @@ def test_the_overview_reads_a_small_multiple_of_its_windows(monkeypatch, logs):
     monkeypatch.setattr(verl_ends.os, "pread", lambda fd, n, at: (read.append(n), real(fd, n, at))[1])
     for path, data in logs.items():
         read.clear()
-        assert read_digest(path) is not None
+        assert read_overview_inputs(path) is not None
         bound = min(2 * len(data), 2 * (verl_ends.CONFIG_BYTES + verl_ends.CONFIG_WINDOW) + verl_ends.TAIL_STEPS[-1])
         assert sum(read) <= bound, os.path.basename(path)
         if len(data) > 256 << 10:

@@ -99,7 +99,7 @@ def metrics_ends(path: str | None, store) -> tuple[int | None, float | None, flo
     file holds no step row."""
     last, ended, whole_tail = metrics_tail(path)
     if last is None and not whole_tail:
-        last = store().last_valued_step()
+        last = store().last_step_logging_a_number()
     started, first_step, whole_head = metrics_head(path)
     if first_step is None and not whole_head:
         steps = store().wide("trainer", [])["step"].dropna()

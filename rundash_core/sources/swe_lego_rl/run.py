@@ -43,7 +43,7 @@ from rundash_core.sources.swe_lego_rl import harbor_val
 from rundash_core.sources.swe_lego_rl.harbor_episode import trial_episode
 from rundash_core.sources.swe_lego_rl.marks import LogMarks, log_marks  # noqa: F401 (LogMarks: part of this module's surface)
 from rundash_core.sources.verl.run import VerlRun
-from rundash_core.sources.verl.overview import is_log_name, log_digest, stem
+from rundash_core.sources.verl.overview import is_log_name, overview_inputs, stem
 
 KIND = "swe-lego-rl"
 PROBE_BYTES = 16 << 10  # detection searches this much of the head and of the tail (io.verl_ends.FIRST_BYTES)
@@ -63,8 +63,8 @@ def is_run_file(path: str) -> bool:
         return False
     if harbor.sibling_exp_dirs(path, stem(path)):
         return True
-    digest = log_digest(path)  # one read of the log's ends, shared with discovery, cached by fingerprint
-    return digest is not None and digest.names_trials
+    inputs = overview_inputs(path)  # one read of the log's ends, shared with discovery, cached by fingerprint
+    return inputs is not None and inputs.names_trials
 
 
 def find_runs(entries: list[os.DirEntry]) -> list[str]:
@@ -106,7 +106,7 @@ class SweLegoRLRun(VerlRun):
         trials instead (data, where the verl overview could only estimate from step timings): the
         last `finished_at` of the newest step folder next to its `logs/`."""
         ov = super().read_overview()
-        d = self.digest()
+        d = self.overview_inputs()
         if d is not None and d.tail.last_stamp is None:
             ended = harbor.newest_finish(harbor.sibling_exp_dirs(self.path, self.exp))
             if ended is not None and (ov.started is None or ended >= ov.started.timestamp()):

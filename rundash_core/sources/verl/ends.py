@@ -1,6 +1,6 @@
 """The ends of a verl console log, for discovery: small reads of the first and last bytes, widened
-only when a field is not found there (`LogEnds`), and targeted byte searches over them
-(`quick_head`, `quick_tail`). No line splitting, no config parse, and of the metric lines only
+only when a field is not found there (`LogHeadTail`), and targeted byte searches over them
+(`head_fields`, `tail_fields`). No line splitting, no config parse, and of the metric lines only
 the last one is parsed (does it log a finite value?): the runs list of hundreds of logs must cost
 little more than a stat per log.
 """
@@ -33,7 +33,7 @@ _STAMP = re.compile(rb"20\d\d-[01]\d-[0-3]\d[ T][0-2]\d:[0-5]\d:[0-5]\d")  # a l
 _CONFIG_STARTS = (b"{'actor_rollout_ref'", b"{'data'")
 
 
-class LogEnds:
+class LogHeadTail:
     """The first and last bytes of one open log: `head` is what was read of its start (the
     searches see exactly that), read on by `read_head(n)` only when a search needs more; `tail(n)`
     the last `n` bytes, likewise. A small file is read whole, once."""
@@ -68,7 +68,7 @@ class LogEnds:
 
 # The head: the config print's fields, the start time ----------------------------------------------
 @dataclass(frozen=True)
-class QuickHead:
+class HeadFields:
     experiment: str | None = None
     total_steps: int | None = None
     models: tuple = ()  # candidate model paths in config_model's order (None: absent)
@@ -137,7 +137,7 @@ def first_needle_reference(data: bytes, needles: tuple, lo: int, hi: int, hop: b
     return min(hits) if hits else -1
 
 
-def first_of(ends: LogEnds, needles: tuple, limit: int, hop: bytes = b"") -> tuple[bytes, int]:
+def first_of(ends: LogHeadTail, needles: tuple, limit: int, hop: bytes = b"") -> tuple[bytes, int]:
     """(head, the first offset of any of `needles` lying whole within the first `limit` bytes, or
     -1). Searches what was read, reading on (doubling) only while it is not there, and searching
     only the bytes added; hops to each `hop` byte when given (`first_needle`)."""
@@ -154,7 +154,7 @@ def first_of(ends: LogEnds, needles: tuple, limit: int, hop: bytes = b"") -> tup
         ends.read_head(min(top, 2 * hi))
 
 
-def find_config_bounds(ends: LogEnds) -> tuple[bytes, int, int, int]:
+def find_config_bounds(ends: LogHeadTail) -> tuple[bytes, int, int, int]:
     """(head, config start, offset of the print's `'trainer': {`, config end), reading on only as
     far as needed: the start (the first `{'actor_rollout_ref'` or `{'data'`, as `config_start`)
     within CONFIG_BYTES, the end within CONFIG_WINDOW of it; -1 for what is not there."""
@@ -171,8 +171,8 @@ def find_config_bounds(ends: LogEnds) -> tuple[bytes, int, int, int]:
         ends.read_head(min(wmax, 2 * hi))
 
 
-def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trainer: int | None = None,
-               hi: int | None = None) -> QuickHead:
+def head_fields(data: bytes, pos: int | None = None, end: int | None = None, trainer: int | None = None,
+               hi: int | None = None) -> HeadFields:
     """The fields the runs list shows from the first config print in `data`, by targeted byte
     searches (pprint sorts keys: `trainer` is the last top-level section) within the config print
     (found within `CONFIG_WINDOW` of its start; else over all of `data`). `trainer`: the offset
@@ -184,7 +184,7 @@ def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trai
     hi = len(data) if hi is None else hi
     pos = config_start(data, hi) if pos is None else pos
     if pos < 0:
-        return QuickHead()
+        return HeadFields()
     rl = data.startswith(_CONFIG_STARTS[0], pos)
     if end is None:
         trainer, end = _config_bounds(data, pos, hi)
@@ -213,7 +213,7 @@ def quick_head(data: bytes, pos: int | None = None, end: int | None = None, trai
     else:
         models += [_str_value(search_at_literal(_PARTIAL, data, b"'partial_pretrain': ", model, stop)) if model >= 0 else None,
                    _str_value(search_at_literal(_PATH, data, b"'path': ", model, stop)) if model >= 0 else None]
-    return QuickHead(exp, total, tuple(models), "rl" if rl else "sft", logger, max(end, 0), project)
+    return HeadFields(exp, total, tuple(models), "rl" if rl else "sft", logger, max(end, 0), project)
 
 
 def first_stamp(data: bytes, start: int = 0, hi: int | None = None) -> bytes | None:
@@ -226,7 +226,7 @@ def first_stamp(data: bytes, start: int = 0, hi: int | None = None) -> bytes | N
     return None
 
 
-def head_search(ends: LogEnds, pattern, literal: bytes, limit: int):
+def head_search(ends: LogHeadTail, pattern, literal: bytes, limit: int):
     """`pattern` searched from the first `literal` in the first `limit` bytes, on the head read
     through that line's end (at most LINE_BYTES more)."""
     _data, at = first_of(ends, (literal,), limit)
@@ -237,7 +237,7 @@ def head_search(ends: LogEnds, pattern, literal: bytes, limit: int):
     return pattern.search(ends.head, at)
 
 
-def stamp_in(ends: LogEnds, start: int, hi: int) -> bytes | None:
+def stamp_in(ends: LogHeadTail, start: int, hi: int) -> bytes | None:
     """`first_stamp` of the head's `[start, hi)`, reading on (doubling) only while none is found."""
     while True:
         data = ends.head
@@ -251,7 +251,7 @@ def stamp_in(ends: LogEnds, start: int, hi: int) -> bytes | None:
 
 # The tail: the last step, the tqdm total, the final-validation print ------------------------------
 @dataclass(frozen=True)
-class QuickTail:
+class TailFields:
     last_step: int | None = None
     progress_total: int | None = None
     final_validation: bool = False
@@ -300,10 +300,10 @@ _FINAL = b"Final validation metrics"
 FINAL_BEFORE = 8 << 10  # how far before the last step line a final-validation print is looked for
 
 
-def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
+def tail_fields(ends: LogHeadTail, progress: bool = True) -> TailFields:
     """The last step (a backwards search for the last `step:N - ` logging a finite value,
-    `verl_steps`) in the last 16 KiB (64 KiB, 1 MiB when that holds none; before that:
-    `verl_far`), and in the same window the final-validation print, the
+    `steps`) in the last 16 KiB (64 KiB, 1 MiB when that holds none; before that:
+    `steps_before_tail`), and in the same window the final-validation print, the
     validation keys and (when `progress`: the config gives no total) the last tqdm total.
 
     The final-validation print follows the last step's line (early-2025 verl printed it just
@@ -328,6 +328,6 @@ def quick_tail(ends: LogEnds, progress: bool = True) -> QuickTail:
     # holds both): after the first metric line when the window is the whole file
     first = _STEP_AT.search(data, lo, hi) if ends.tail_start == 0 else None
     stamps = _STAMP.findall(data, first.start() if first is not None else lo, hi) if first or ends.tail_start else []
-    return QuickTail(step, total, final, keys, stamps[-1] if stamps else None, train)
+    return TailFields(step, total, final, keys, stamps[-1] if stamps else None, train)
 
 

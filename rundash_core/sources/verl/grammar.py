@@ -3,7 +3,7 @@
 The exact reading of a line: split tqdm `\\r` redraws, strip ANSI codes, the Ray dedup suffix and
 Ray prefixes, find the metric line, split its pairs at their last colon (gluing pieces that are
 not `key:value`), convert `np.float64(…)`, `nan`/`inf` and `True`/`False`. The fast reader
-(`verl_log`) uses it for every line it does not take in bulk; the run card's readers use it on
+(`block_parse`) uses it for every line it does not take in bulk; the run card's readers use it on
 the few lines they look at.
 """
 from __future__ import annotations

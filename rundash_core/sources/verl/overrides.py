@@ -39,7 +39,7 @@ _EXPAND = re.compile(r"\$\{oc\.env:([A-Za-z_]\w*)(?:,([^}]*))?\}"  # Hydra's env
                      r"|\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
 _INT = re.compile(r"^[-+]?\d[\d_]*$")
 _FLOAT = re.compile(r"^[-+]?(?:(?:\d[\d_]*)?\.\d+|\d[\d_]*\.?)(?:[eE][-+]?\d+)?$|^[-+]?(?:inf|nan)$", re.I)
-# Model paths in the order the run card prefers them (as `verl_ends.quick_head`).
+# Model paths in the order the run card prefers them (as `verl_ends.head_fields`).
 MODEL_KEYS = ("actor_rollout_ref.model.path", "critic.model.path", "model.partial_pretrain", "model.path")
 _MODEL_VAR = re.compile(r"^(?:BASE_|ACTOR_|POLICY_|HF_|PRETRAINED_|INIT_)?MODEL(?:_PATH|_NAME|_DIR|_ID)?$", re.I)
 

@@ -1,10 +1,10 @@
-"""The one summary of a verl console log: what the run card and the runs list both show.
+"""What a verl console log's overview is read from: the run card and the runs list both show it.
 
-Which files are runs (`is_run_file`, `find_runs`), and `log_digest`: small reads of the log's ends
-(16 KiB each, read on only where a field is not there, `io.verl_ends`), cached by the log's
-fingerprint, so an unchanged log costs one stat. The digest holds the config print's fields, the
-first and last step, the final-validation print, the start time and whether the log names Harbor
-trial dirs (SWE-Lego-RL).
+Which files are runs (`is_run_file`, `find_runs`), and `overview_inputs`: small reads of the log's
+ends (16 KiB each, read on only where a field is not there, `ends`), cached by the log's
+fingerprint, so an unchanged log costs one stat. They hold the config print's fields, the first
+and last step, the final-validation print, the start time and whether the log names Harbor trial
+dirs (SWE-Lego-RL).
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from rundash_core.io.files import file_id, open_file, read_range
 from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
 from rundash_core.metrics.steps_done import has_finite_value
 from rundash_core.sources.verl.file_logger import logger_row
-from rundash_core.sources.verl.ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogEnds, QuickHead, QuickTail, find_config_bounds,
-                            head_search, quick_head, quick_tail, stamp_in)
-from rundash_core.sources.verl.far import far_steps
+from rundash_core.sources.verl.ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogHeadTail, HeadFields, TailFields, find_config_bounds,
+                            head_search, head_fields, tail_fields, stamp_in)
+from rundash_core.sources.verl.steps_before_tail import last_steps_before_tail
 from rundash_core.sources.verl.grammar import PROGRESS, SFT_STEPS, clean_piece
 from rundash_core.sources.verl.steps import first_step
 from rundash_core.logs.line import GLOG_RECORD
@@ -64,8 +64,8 @@ LOGGER_TAIL_BYTES = 64 << 10
 
 
 def file_logger_last_step(path: str) -> int | None:
-    """The step of the last whole row logging a finite value (`io.valued`) of a file-logger JSONL
-    tracked without its console log (it has no digest): one read of its last 64 KiB, cached by
+    """The step of the last whole row logging a finite value (`metrics.steps_done`) of a file-logger JSONL
+    tracked without its console log (it has no overview inputs): one read of its last 64 KiB, cached by
     its fingerprint. None when none is there or the file cannot be read."""
     fp = file_id(path)
     if fp is None:
@@ -126,12 +126,12 @@ def model_name(path) -> str | None:
 
 
 @dataclass(frozen=True)
-class Digest:
+class OverviewInputs:
     """What a log's ends say about its run (one version of the log)."""
 
     names_trials: bool
-    head: QuickHead
-    tail: QuickTail
+    head: HeadFields
+    tail: TailFields
     started: float | None = None
     file_logger: str | None = None
     first_step: int | None = None  # the first metric step, when it is within the head read
@@ -145,43 +145,43 @@ class Digest:
         return self.first_step == 0
 
 
-_ENTRY_BYTES = 800  # a cached (fingerprint, Digest): the tuples, dataclasses, ints and floats
+_ENTRY_BYTES = 800  # a cached (fingerprint, OverviewInputs): the tuples, dataclasses, ints and floats
 
 
 def entry_size(strings) -> int:
-    """The cache size of a (fingerprint, Digest) entry without a deep walk: a fixed part plus the
+    """The cache size of a (fingerprint, OverviewInputs) entry without a deep walk: a fixed part plus the
     strings it holds (`tests/unit/test_cache.py` checks it against `_deep_size`)."""
     return _ENTRY_BYTES + sum(sys.getsizeof(s) + 8 for s in strings if s is not None)
 
 
-def digest_size(d: Digest) -> int:
+def overview_inputs_size(d: OverviewInputs) -> int:
     return entry_size((d.head.experiment, d.head.project, *d.head.models, d.file_logger, *d.tail.keys, d.model, *d.eval_envs))
 
 
-def log_digest(path: str) -> Digest | None:
-    """The digest of a log as it is now, kept per file (dev, ino: whatever path reaches it) and
+def overview_inputs(path: str) -> OverviewInputs | None:
+    """The overview inputs of a log as it is now, kept per file (dev, ino: whatever path reaches it) and
     re-read when its size or mtime changed: an unchanged log costs one stat. None when the path is
     not a readable regular file."""
     fp = file_id(path)
     if fp is None:
         return None
     settled = time.time() - fp.mtime >= SETTLE_S  # a last line without its newline then counts
-    return cache.shared.current(("verl-digest", fp.dev, fp.ino), (fp, settled), lambda: read_digest(path, settled),
-                                size=digest_size)
+    return cache.shared.current(("verl-overview-inputs", fp.dev, fp.ino), (fp, settled), lambda: read_overview_inputs(path, settled),
+                                size=overview_inputs_size)
 
 
-def read_digest(path: str, settled: bool = False) -> Digest | None:
+def read_overview_inputs(path: str, settled: bool = False) -> OverviewInputs | None:
     try:
         with open_file(path) as fh:
             fd = fh.fileno()
-            return _digest(LogEnds(fd, os.fstat(fd).st_size, settled))
+            return _read_inputs(LogHeadTail(fd, os.fstat(fd).st_size, settled))
     except OSError:
         return None
 
 
 def _stamp_seconds(stamp: bytes | None) -> float | None:
     """`YYYY-MM-DD HH:MM:SS` (local time) → epoch seconds (strptime costs more than the rest of a
-    log's digest)."""
+    log's overview inputs)."""
     if stamp is None:
         return None
     y, mo, d, h, mi, s = (int(stamp[a:b]) for a, b in ((0, 4), (5, 7), (8, 10), (11, 13), (14, 16), (17, 19)))
@@ -209,14 +209,14 @@ def _started(stamp: bytes | None, head: bytes) -> float | None:
     return glog if glog is not None and glog < started else started
 
 
-def _digest(ends: LogEnds) -> Digest:
+def _read_inputs(ends: LogHeadTail) -> OverviewInputs:
     data, pos, trainer, end = find_config_bounds(ends)
     seen = len(data)
-    qh = quick_head(data, pos, end, trainer, seen) if pos >= 0 else QuickHead()
-    if pos < 0 or qh.end == 0:  # no config print read to its end: the launch command's overrides
-        qh = _with_overrides(qh, ends, pos)
-    has_total = qh.total_steps is not None and qh.total_steps > 0
-    qt = quick_tail(ends, progress=not has_total)
+    head = head_fields(data, pos, end, trainer, seen) if pos >= 0 else HeadFields()
+    if pos < 0 or head.end == 0:  # no config print read to its end: the launch command's overrides
+        head = _with_overrides(head, ends, pos)
+    has_total = head.total_steps is not None and head.total_steps > 0
+    tail = tail_fields(ends, progress=not has_total)
     first, last = ends.read_head(FIRST_BYTES), ends.tail(FIRST_BYTES)
     named = harbor.names_exp_dirs(first, 0, min(ends.size, FIRST_BYTES)) or harbor.names_exp_dirs(
         last, max(len(last) - FIRST_BYTES, 0), len(last))
@@ -224,47 +224,47 @@ def _digest(ends: LogEnds) -> Digest:
     if stamp is None and seen < min(HEAD_BYTES, ends.size):
         stamp = stamp_in(ends, max(seen - 32, 0), HEAD_BYTES)
     logger = None
-    if qh.file_logger:  # the config's trainer.logger holds 'file', or there is no config to say
+    if head.file_logger:  # the config's trainer.logger holds 'file', or there is no config to say
         m = head_search(ends, FILE_LOGGER, b"Creating file logger at ", LOGGER_BYTES)
         if m is not None:
             logger = clean_piece(m.group(1).decode("utf-8", "replace"))[1].strip() or None
-    total = qh.total_steps if has_total else qt.progress_total
+    total = head.total_steps if has_total else tail.progress_total
     if total is None:  # the PPO trainer's tqdm total, else the SFT trainer's step count
-        window = max(HEAD_BYTES, qh.end)
-        if pos < 0 or qh.flavor == "rl":
+        window = max(HEAD_BYTES, head.end)
+        if pos < 0 or head.flavor == "rl":
             m = head_search(ends, PROGRESS, b"Training Progress:", window)
             total = int(m.group(1)) if m else None
-        if total is None and (pos < 0 or qh.flavor == "sft"):
+        if total is None and (pos < 0 or head.flavor == "sft"):
             m = head_search(ends, SFT_STEPS, b"Number of steps/epoch", window)
             total = int(m.group(1)) if m else None
-    first_metric = first_step(ends.head, max(qh.end, pos, 0))
-    if qt.last_step is None and ends.tail_start > 0 and (pos >= 0 or first_metric is not None):
-        step, train = far_steps(ends)  # a training log ending in MiBs of other output
-        qt = replace(qt, last_step=step, last_train_step=train)
-    return Digest(named, qh, qt, _started(stamp, ends.head), logger, first_metric, total,
-                  next((name for p in qh.models if (name := model_name(p)) is not None), None),
-                  tuple(val_sources(qt.keys)))
+    first_metric = first_step(ends.head, max(head.end, pos, 0))
+    if tail.last_step is None and ends.tail_start > 0 and (pos >= 0 or first_metric is not None):
+        step, train = last_steps_before_tail(ends)  # a training log ending in MiBs of other output
+        tail = replace(tail, last_step=step, last_train_step=train)
+    return OverviewInputs(named, head, tail, _started(stamp, ends.head), logger, first_metric, total,
+                  next((name for p in head.models if (name := model_name(p)) is not None), None),
+                  tuple(val_sources(tail.keys)))
 
 
-def _with_overrides(qh: QuickHead, ends: LogEnds, pos: int) -> QuickHead:
-    """`qh` with what the config print did not say (there is none, or it is cut off) taken from
-    the launch command in the log's head (`verl_overrides`: Hydra overrides such as
+def _with_overrides(head: HeadFields, ends: LogHeadTail, pos: int) -> HeadFields:
+    """`head` with what the config print did not say (there is none, or it is cut off) taken from
+    the launch command in the log's head (`overrides`: Hydra overrides such as
     `trainer.experiment_name=…`, `actor_rollout_ref.model.path=$MODEL_PATH`, and shell variables).
     Searched in the head bytes the config search already read: before the print, within
     HEAD_BYTES; nothing more is read."""
     hi = min(len(ends.head), OVERRIDE_BYTES, pos if pos >= 0 else ends.size)
-    hc = head_config(ends.head[:hi], 0, complete=hi >= ends.size or hi == pos)
-    if not hc:
-        return qh
-    exp, total = hc.get("trainer.experiment_name"), hc.get("trainer.total_training_steps")
-    logger, project = hc.get("trainer.logger"), hc.get("trainer.project_name")
+    overrides = head_config(ends.head[:hi], 0, complete=hi >= ends.size or hi == pos)
+    if not overrides:
+        return head
+    exp, total = overrides.get("trainer.experiment_name"), overrides.get("trainer.total_training_steps")
+    logger, project = overrides.get("trainer.logger"), overrides.get("trainer.project_name")
     return replace(
-        qh, experiment=qh.experiment or (str(exp) if exp not in (None, "") else None),
-        project=qh.project or (str(project) if project not in (None, "") else None),
-        total_steps=qh.total_steps if qh.total_steps else (total if type(total) is int and total > 0 else None),
-        models=qh.models if any(qh.models) else tuple(hc.models()),
-        flavor=qh.flavor if pos >= 0 else ("sft" if hc.sft else "rl"),
-        file_logger=qh.file_logger if pos >= 0 else (logger is None or "file" in str(logger)))
+        head, experiment=head.experiment or (str(exp) if exp not in (None, "") else None),
+        project=head.project or (str(project) if project not in (None, "") else None),
+        total_steps=head.total_steps if head.total_steps else (total if type(total) is int and total > 0 else None),
+        models=head.models if any(head.models) else tuple(overrides.models()),
+        flavor=head.flavor if pos >= 0 else ("sft" if overrides.sft else "rl"),
+        file_logger=head.file_logger if pos >= 0 else (logger is None or "file" in str(logger)))
 
 
 def val_sources(keys) -> list[str]:

@@ -1,4 +1,4 @@
-"""Where a verl console log's problems are: line numbers found lazily (`verl_log.VerlLogTail`).
+"""Where a verl console log's problems are: line numbers found lazily (`metric_log.VerlLogTail`).
 
 A big log is parsed a block at a time without counting lines (counting is a pass of its own), so
 a problem (a metric line cut by other output, invalid UTF-8, NUL bytes) is located only when one

@@ -9,7 +9,7 @@ starts that file over, so the steps before its first come from the log); a file-
 also be tracked on its own. The config is the resolved-config print in the
 log. A resumed run appended to the same log restarts its steps: each restart opens an attempt.
 
-The run card and the runs-list row are the log's one summary (`verl_summary.log_digest`).
+The run card and the runs-list row are the log's one summary (`verl_summary.overview_inputs`).
 Subclasses (SWE-Lego-RL) reuse all of it; they only add what their extra files say.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from rundash_core.sources.verl.config_text import HEAD, ConfigPrint, config_at
 from rundash_core.metrics.store import MetricStore, empty_tidy, shared_store
 from rundash_core.run import Overview, Problem, Run, utc
 from rundash_core.sources.verl import dumps as verl_dumps
-from rundash_core.sources.verl.overview import LOG_SUFFIXES, Digest, _stamp_seconds, file_logger_last_step, is_file_logger, log_digest, stem
+from rundash_core.sources.verl.overview import LOG_SUFFIXES, OverviewInputs, _stamp_seconds, file_logger_last_step, is_file_logger, overview_inputs, stem
 from rundash_core.sources.verl.overview import val_sources
 from rundash_core.sources.verl.overview import SKIP_SUFFIXES, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
 
@@ -60,10 +60,10 @@ class VerlRun(Run):
         base = self.path[: -len(".jsonl")]
         return next((base + s for s in LOG_SUFFIXES if os.path.isfile(base + s)), None)
 
-    def digest(self) -> Digest | None:
+    def overview_inputs(self) -> OverviewInputs | None:
         """The log's summary (None without a readable log)."""
         log = self.log_path()
-        return log_digest(log) if log else None
+        return overview_inputs(log) if log else None
 
     def file_logger_path(self) -> str | None:
         """The file-logger JSONL: the run itself, `<name>.jsonl` next to the log, or the path the
@@ -71,9 +71,9 @@ class VerlRun(Run):
         if self.is_jsonl:
             return self.path
         candidates = [os.path.splitext(self.path)[0] + ".jsonl"]
-        digest = self.digest()
-        if digest is not None and digest.file_logger:
-            candidates.append(os.path.join(os.path.dirname(self.path), os.path.expanduser(digest.file_logger)))
+        inputs = self.overview_inputs()
+        if inputs is not None and inputs.file_logger:
+            candidates.append(os.path.join(os.path.dirname(self.path), os.path.expanduser(inputs.file_logger)))
         for c in candidates:
             try:
                 if file_id(c) is not None and is_file_logger(c):
@@ -116,7 +116,7 @@ class VerlRun(Run):
         log = self.log_path()
         if store is None or log is None or store.path == log or (first := store.min_step()) is None:
             return None
-        d = self.digest()  # the usual case, from the log's head: the JSONL starts where the log does
+        d = self.overview_inputs()  # the usual case, from the log's head: the JSONL starts where the log does
         if d is not None and d.first_step is not None and d.first_step >= first:
             return None
         log_store = self.log_store()
@@ -166,7 +166,7 @@ class VerlRun(Run):
         """Where the run resumed: the step N of each `Resuming from …/global_step_N` print, where
         steps went back (a launch appended to the log) and the first step of a log that starts
         above 1 (it resumed an earlier launch's checkpoint); a restart at N or N+1 is that print's."""
-        return _resume_points(self.digest(), self.log_pass(), self._restarts())[0]
+        return _resume_points(self.overview_inputs(), self.log_pass(), self._restarts())[0]
 
     def attempts(self) -> list[int]:
         """One attempt per resume (`resume_steps`), plus the first launch."""
@@ -249,7 +249,7 @@ class VerlRun(Run):
         from its step timings, and `updated` = start + that duration: an estimate (it leaves out
         the time between steps no timer covers, and a crash's downtime). The files' mtime only
         says whether it is running."""
-        d = self.digest()
+        d = self.overview_inputs()
         touched = utc(self.updated())
         if d is None:  # no console log: a file-logger JSONL alone says its last step in its tail
             step = file_logger_last_step(self.path) if self.is_jsonl else None
@@ -324,7 +324,7 @@ def _read_or_empty(path: str, offset: int, nbytes: int) -> bytes:
         return b""
 
 
-def _resume_points(d: Digest | None, lp: LogPass | None, restarts: list[int]) -> tuple[list[int], list[int]]:
+def _resume_points(d: OverviewInputs | None, lp: LogPass | None, restarts: list[int]) -> tuple[list[int], list[int]]:
     """(the chart markers of the run's resumes, the checkpoint steps the log says it resumed
     from): a resume print's N; a place the steps went back to (or a first step above 1) that no
     print explains, marked where its steps begin (from which checkpoint is not said: its first
@@ -339,7 +339,7 @@ def _resume_points(d: Digest | None, lp: LogPass | None, restarts: list[int]) ->
     return marks, printed
 
 
-def _steps_done(d: Digest) -> int | None:
+def _steps_done(d: OverviewInputs) -> int | None:
     """Updates done: the last step, or one more than the last training step for a 0-based log (an
     SFT log's closing `val/loss` line does not count)."""
     if not d.zero_based or d.tail.last_train_step is None:

@@ -1,5 +1,5 @@
 """The steps of verl metric lines found by byte searches over a log's ends (`ends`) and the bytes
-before them (`far`): no whole-file parse. A line counts as a step done only when it logs at least
+before them (`steps_before_tail`): no whole-file parse. A line counts as a step done only when it logs at least
 one finite number (`metrics.steps_done`): a line of NaNs (or text the grammar does not read as a
 metric line) sets no run card step."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The last metric step of a verl console log whose tail window (`verl_ends.TAIL_STEPS`, 1 MiB)
+"""The last metric step of a verl console log whose tail window (`ends.TAIL_STEPS`, 1 MiB)
 holds none: the log ends in MiBs of other output (a traceback loop, vLLM spam), and the runs list
 would show no step while the run card (a full parse) does.
 
@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from rundash_core import cache
-from rundash_core.sources.verl.ends import TAIL_STEPS, LogEnds
+from rundash_core.sources.verl.ends import TAIL_STEPS, LogHeadTail
 from rundash_core.sources.verl.steps import last_steps
 
 FAR_BLOCK = 1 << 20  # bytes read per backwards step
@@ -22,7 +22,7 @@ CHECK_BYTES = 64  # the bytes before a remembered end that must be unchanged for
 
 
 @dataclass(frozen=True)
-class FarSteps:
+class StepsBeforeTail:
     """What the bytes before `end` (a line start) hold: the last step (and training step)."""
 
     end: int
@@ -31,22 +31,22 @@ class FarSteps:
     check: bytes  # the CHECK_BYTES before `end`, as they were read
 
 
-def window_start(ends: LogEnds) -> int:
-    """Where the first whole line of the widest tail window starts (what `quick_tail` searched)."""
+def window_start(ends: LogHeadTail) -> int:
+    """Where the first whole line of the widest tail window starts (what `tail_fields` searched)."""
     window = max(ends.size - TAIL_STEPS[-1], 0)
     data = ends.tail(TAIL_STEPS[-1])
     at = data.find(b"\n", window - ends.tail_start)
     return window if at < 0 else ends.tail_start + at + 1
 
 
-def far_steps(ends: LogEnds) -> tuple[int | None, int | None]:
+def last_steps_before_tail(ends: LogHeadTail) -> tuple[int | None, int | None]:
     """(last step, last training step) of the metric lines before the tail window, reading only
     the bytes appended since the last look when the file only grew."""
     end = window_start(ends)
     if end <= 0:
         return None, None
     st = os.fstat(ends.fd)
-    key = ("verl-far-steps", st.st_dev, st.st_ino)
+    key = ("verl-steps-before-tail", st.st_dev, st.st_ino)
     have = cache.shared.peek(key)
     lo, known, whole = max(end - FAR_BYTES, 0), (None, None), end <= FAR_BYTES
     if (have is not None and end - FAR_BYTES <= have.end <= end
@@ -57,7 +57,7 @@ def far_steps(ends: LogEnds) -> tuple[int | None, int | None]:
     train = found[1] if found[1] is not None else known[1]  # (the appended bytes may log validation only)
     check = os.pread(ends.fd, min(CHECK_BYTES, end), end - min(CHECK_BYTES, end))
     cache.shared.discard(key)
-    cache.shared.get_or_create(key, lambda: FarSteps(end, step, train, check), size=256)
+    cache.shared.get_or_create(key, lambda: StepsBeforeTail(end, step, train, check), size=256)
     return step, train
 
 
