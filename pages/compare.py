@@ -1,4 +1,4 @@
-"""Compare: several runs of any kinds on canonical metrics, a summary, a config diff, groups."""
+"""Compare: several runs of any kinds on canonical metrics, a metric table, a config diff, groups."""
 import dataclasses
 
 import streamlit as st
@@ -8,7 +8,7 @@ from rundash_core import streamlit_cache as sc
 from rundash_core.charts.aliases import alias_table
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, run_series_frame
 from rundash_core.compare import (config_diff, default_runs, group_band, group_labels, missing_configs,
-                                  read_config, read_each, runs_summary, summary)
+                                  metric_table, read_config, read_each, runs_summary)
 from rundash_core.views.display_text import ABSENT, md_code, md_escape, short_labels, shortened, table_height
 
 ALIGN = {"step": "step", "time": "relative wall time", "fraction": "fraction of run"}
@@ -52,9 +52,9 @@ def runs_block(overviews, labels: dict[str, str]) -> None:
     st.dataframe(table, hide_index=True, width="stretch", placeholder=ABSENT, height=table_height(len(table)))
 
 
-def summary_block(frames, metrics, labels: dict[str, str]) -> None:
-    st.markdown("#### Summary")
-    table = summary(frames, metrics)
+def metric_table_block(frames, metrics, labels: dict[str, str]) -> None:
+    st.markdown("#### Metric table")
+    table = metric_table(frames, metrics)
     if table.empty:
         _ui.empty_state("None of these metrics is logged by the selected runs.")
         return
@@ -175,7 +175,7 @@ labels = dict(zip(chosen, short_labels(chosen, NAME_WIDTH)))
 st.caption(" · ".join(f"{md_code(r)} ({md_escape(selected[r].kind)})" for r in chosen))
 overlays(indexes, metrics, align, opts, colors)
 runs_block(overviews, labels)
-summary_block(frames, metrics, labels)
+metric_table_block(frames, metrics, labels)
 configs = {rid: read_config(run) for rid, run in selected.items()}  # run.config(): secrets already hidden
 group_key = config_block(configs, labels)
 if group_key:

@@ -45,8 +45,8 @@ def outcomes_panel(samples, axis: str) -> None:
 
 
 def episodes_panel(samples, axis: str) -> None:
-    summary = ro.episode_summary(samples)
-    lines = ro.with_gaps(summary)
+    per_step = ro.episodes_by_step(samples)
+    lines = ro.with_gaps(per_step)
     left, right = st.columns(2)
     left.plotly_chart(trajectory_charts.name_step_axis(rf.step_lines(
         lines, {"output_tokens": "output tokens (mean)", "output_tokens_p90": "output tokens (p90)",
@@ -54,8 +54,8 @@ def episodes_panel(samples, axis: str) -> None:
     right.plotly_chart(trajectory_charts.name_step_axis(rf.step_lines(
         lines, {"truncated": "truncated", "errors": "raised"}, "Abnormal ends", "share of rollouts"), axis),
         key="ro_abnormal", **PLOT)
-    st.dataframe(summary.rename(columns={"step": axis}), hide_index=True, placeholder=ABSENT,
-                 height=table_height(len(summary)),
+    st.dataframe(per_step.rename(columns={"step": axis}), hide_index=True, placeholder=ABSENT,
+                 height=table_height(len(per_step)),
                  column_config={axis: st.column_config.NumberColumn(format="%d"),
                                 "truncated": st.column_config.NumberColumn(format="percent"),
                                 "errors": st.column_config.NumberColumn(format="percent")})

@@ -1,4 +1,4 @@
-"""Comparing runs: a per-metric summary table, a config diff, and mean ± std bands per run group.
+"""Comparing runs: a per-metric table (`metric_table`), a config diff, and mean ± std bands per run group.
 
 Inputs are plain frames (tidy metrics per run label, nested config dicts, (x, value) series), so
 the Compare page, notebooks and tests use the same functions.
@@ -14,7 +14,7 @@ import pandas as pd
 
 from rundash_core.views.display_text import ABSENT, utf8_text  # ABSENT: how an absent value reads in a table or a legend
 
-SUMMARY_COLUMNS = ["run", "metric", "producer", "last", "min", "max", "better", "best", "step_of_best", "steps"]
+METRIC_TABLE_COLUMNS = ["run", "metric", "producer", "last", "min", "max", "better", "best", "step_of_best", "steps"]
 BAND_COLUMNS = ["group", "x", "mean", "std", "n"]
 
 # Which way a metric is better, from the words of its name (parts split on / _ - : @ ( ) . and
@@ -39,7 +39,7 @@ def direction(metric: str) -> str | None:
     """"up" when a higher value of `metric` is better (reward, score, accuracy, pass@k, throughput,
     MFU), "down" when lower is better (loss, KL, perplexity, time, grad norm, errors, truncation,
     clip ratios), None when neither is known (entropy, learning rate, lengths, coefficients, std and
-    every name with none of these words). The one rule the Compare summary's "best" follows."""
+    every name with none of these words). The one rule the Compare metric table's "best" follows."""
     lowered = metric.lower()
     parts = [p for p in _SPLIT.split(lowered) if p]
     if any(p in _TWO_SIDED for p in parts):
@@ -51,7 +51,7 @@ def direction(metric: str) -> str | None:
     return None
 
 
-def summary(frames: Mapping[str, pd.DataFrame], metrics: Sequence[str] | None = None) -> pd.DataFrame:
+def metric_table(frames: Mapping[str, pd.DataFrame], metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """Per run, metric and producer: last / min / max, which way is better (`direction`: "↑", "↓"
     or <NA>), the best value (the max or min that way; <NA> when no way is better, e.g. entropy) and
     the first step reaching it, and the number of steps logged. Only step-keyed rows count:
@@ -81,7 +81,7 @@ def summary(frames: Mapping[str, pd.DataFrame], metrics: Sequence[str] | None = 
                          "min": values.min(), "max": values.max(),
                          "better": {"up": "↑", "down": "↓"}.get(way), "best": best,
                          "step_of_best": step_of_best, "steps": len(steps)})
-    out = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    out = pd.DataFrame(rows, columns=METRIC_TABLE_COLUMNS)
     if metrics is not None and len(out):
         order = {m: i for i, m in enumerate(metrics)}
         runs = {r: i for i, r in enumerate(frames)}

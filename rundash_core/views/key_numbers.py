@@ -1,5 +1,6 @@
 """Compact numbers of a run for terminals, agents and LLMs: the key metrics of each chart section
-(latest value) and per-metric summaries (first / last / min / max / trend over windows).
+(latest value) and the numbers of one metric (`series_numbers`: first / last / min / max / trend
+over windows).
 
 Sections are the Metrics page's (`charts.sections`), so "the key metrics of a section" are the
 first key of each of its first panels: what a person looks at first.
@@ -52,7 +53,7 @@ def trend(s: pd.Series, windows: int = 4) -> list[float]:
     return [float(s.iloc[i:i + size].mean()) for i in range(0, len(s), size)]
 
 
-def metric_summary(s: pd.Series) -> dict:
+def series_numbers(s: pd.Series) -> dict:
     """first / last / min / max (with their steps) and the window trend of one per-step series."""
     s = s.dropna()
     if s.empty:

@@ -144,7 +144,7 @@ def signal_by_step(group_frame: pd.DataFrame) -> pd.DataFrame:
                          "zero_advantage": g["zero_advantage"].mean(), "solve_rate": g["rate"].mean()}).reset_index()
 
 
-def episode_summary(samples: pd.DataFrame) -> pd.DataFrame:
+def episodes_by_step(samples: pd.DataFrame) -> pd.DataFrame:
     """Per step and split: samples, mean turns, output tokens (mean, p90), input tokens (mean),
     mean duration, and the shares that were truncated or raised."""
     s = samples[samples["step"].notna()]

@@ -48,7 +48,7 @@ def test_runs_of_every_kind_overlay_with_one_colour_per_run(monkeypatch, demo_ru
     assert {"reward", "entropy", "KL", "grad norm", "response length", "throughput", "val score"} <= set(aliases["alias"])
 
 
-def test_summary_table_matches_the_runs_metrics(monkeypatch, demo_runs):
+def test_metric_table_matches_the_runs_metrics(monkeypatch, demo_runs):
     folder, runs = demo_runs
     verl = runs[runs["kind"] == "verl"].iloc[0]
     relax = runs[runs["kind"] == "relax"].iloc[0]
@@ -142,7 +142,7 @@ def test_unreadable_configs_are_named_not_called_identical(monkeypatch, demo_run
     assert any(md_code(ids[0]) in w.value for w in at.warning)  # ...and is named
 
 
-def test_summary_says_only_what_it_knows(monkeypatch, demo_runs, tables):
+def test_metric_table_says_only_what_it_knows(monkeypatch, demo_runs, tables):
     """Entropy has no better direction: no best (it used to be its maximum); absent cells read —."""
     calls = tables
     folder, runs = demo_runs

@@ -48,13 +48,13 @@ def test_config_precedence_sidebar_then_secrets_then_environment():
     assert ai.resolve_config(environ={ai.ENV_MODEL: "m", ai.ENV_BASE_URL: "http://local/v1"}).configured
 
 
-def test_context_holds_card_findings_summaries_validation_and_transcripts(prime_run):
+def test_context_holds_card_findings_key_numbers_validation_and_transcripts(prime_run):
     ctx = rd.analysis_context(prime_run)
     ov = prime_run.overview()
     assert f"- run: {ov.name}" in ctx and f"- model: {ov.model}" in ctx
     for f in prime_run.health():
         assert f.message in ctx
-    assert "- train/agg/effective/agent/reward/mean: steps" in ctx  # a per-metric summary with its trend
+    assert "- train/agg/effective/agent/reward/mean: steps" in ctx  # a metric's key numbers with its trend
     assert "# Validation (" in ctx
     samples = prime_run.samples()
     samples = samples[samples["reward"].notna()]  # (the live step's samples have no reward yet)

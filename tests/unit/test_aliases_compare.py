@@ -1,5 +1,5 @@
 """Canonical aliases (rundash_core.charts.aliases) and run comparison (rundash_core.compare): alias
-resolution on demo and real runs, summaries, config diffs and group bands against hand-computed
+resolution on demo and real runs, metric tables, config diffs and group bands against hand-computed
 values."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import rundash_core as rd
 from rundash_core.charts.aliases import ALIASES, alias_table, canonical_frame, resolve, resolve_sources
 from rundash_core.compare import (config_diff, config_value, default_runs, direction, flatten_config, group_band,
-                                  group_labels, missing_configs, read_config, summary)
+                                  group_labels, metric_table, missing_configs, read_config)
 
 from helpers import DATA
 
@@ -123,15 +123,15 @@ def test_alias_table_lists_every_alias_with_its_conversions():
     assert reward["candidates"] == "critic/score/mean → critic/rewards/mean" and reward["conversion"] == ""
 
 
-# summary ----------------------------------------------------------------------------------------
-def test_summary_best_and_step_of_best_by_hand():
+# metric table -----------------------------------------------------------------------------------
+def test_metric_table_best_and_step_of_best_by_hand():
     rows = [(3, 4.0, "reward", 0.3, "orch"), (0, 1.0, "reward", 0.1, "orch"), (1, 2.0, "reward", 0.5, "orch"),
             (2, 3.0, "reward", 0.5, "orch"),  # a tie: the first step reaching it is the step of best
-            (None, 5.0, "reward", 100.0, "orch"),  # time-keyed: not part of the per-step summary
+            (None, 5.0, "reward", 100.0, "orch"),  # time-keyed: not part of the per-step table
             (0, 1.0, "loss/mean", 2.0, "trainer"), (1, 2.0, "loss/mean", 1.0, "trainer"),
             (2, 3.0, "loss/mean", 1.5, "trainer"), (3, 4.0, "loss/mean", 0.5, "trainer"),
             (3, 9.0, "loss/mean", 0.7, "trainer")]  # step 3 rewritten after a resume: last row wins
-    out = summary({"run-a": tidy(rows)}).set_index("metric")
+    out = metric_table({"run-a": tidy(rows)}).set_index("metric")
     r = out.loc["reward"]
     assert (r["run"], r["producer"], r["last"], r["min"], r["max"], r["better"], r["best"], r["step_of_best"],
             r["steps"]) == ("run-a", "orch", 0.3, 0.1, 0.5, "↑", 0.5, 1, 4)
@@ -140,13 +140,13 @@ def test_summary_best_and_step_of_best_by_hand():
         0.7, 0.7, "↓", 0.7, 3, 4)
 
 
-def test_summary_has_no_best_for_two_sided_metrics():
+def test_metric_table_has_no_best_for_two_sided_metrics():
     """Entropy and response length have no better direction: no best, no step of best (it used
     to report entropy's maximum as its best)."""
     rows = [(0, 0.0, "entropy", 0.9, "t"), (1, 1.0, "entropy", 1.4, "t"), (2, 2.0, "entropy", 0.6, "t"),
             (0, 0.0, "response length", 300.0, "t"), (1, 1.0, "response length", 900.0, "t"),
             (0, 0.0, "KL", 0.02, "t"), (1, 1.0, "KL", 0.01, "t")]
-    out = summary({"a": tidy(rows)}).set_index("metric")
+    out = metric_table({"a": tidy(rows)}).set_index("metric")
     for metric in ("entropy", "response length"):
         row = out.loc[metric]
         assert pd.isna(row["best"]) and pd.isna(row["step_of_best"]) and pd.isna(row["better"]), metric
@@ -155,10 +155,10 @@ def test_summary_has_no_best_for_two_sided_metrics():
     assert str(out["best"].dtype) == "float64" and str(out["step_of_best"].dtype) == "Int64"
 
 
-def test_summary_filters_and_orders_metrics():
+def test_metric_table_filters_and_orders_metrics():
     a = tidy([(0, 0.0, "x/reward", 1.0, "t"), (0, 0.0, "y/reward", 2.0, "t"), (0, 0.0, "z", 3.0, "t")])
     b = tidy([(0, 0.0, "y/reward", 5.0, "t"), (1, 0.0, "y/reward", 4.0, "t")])
-    out = summary({"a": a, "b": b, "empty": a.iloc[:0]}, metrics=["y/reward", "x/reward"])
+    out = metric_table({"a": a, "b": b, "empty": a.iloc[:0]}, metrics=["y/reward", "x/reward"])
     assert list(zip(out["metric"], out["run"])) == [("y/reward", "a"), ("y/reward", "b"), ("x/reward", "a")]
     assert out.set_index(["metric", "run"]).loc[("y/reward", "b"), "step_of_best"] == 0
 
@@ -171,7 +171,7 @@ def test_summary_filters_and_orders_metrics():
     ("actor/entropy", None), ("actor/entropy_loss", None), ("optim/lr", None), ("actor/kl_coef", None),
     ("val-core/a/acc/mean@4", "up"), ("eval/gsm8k/all/agent/avg@4", "up"), ("eval/gsm8k/effective/agent/pass@1", "up"),
     ("rollout/reward/std", None), ("response_length/mean", None), ("critic/advantages/mean", None),
-    # the canonical aliases the Compare summary shows
+    # the canonical aliases the Compare metric table shows
     ("reward", "up"), ("entropy", None), ("KL", "down"), ("grad norm", "down"), ("response length", None),
     ("throughput", "up"), ("val score", "up"), ("learning rate", None), ("step time", "down"),
     ("generation time per token", "down")])

@@ -47,7 +47,7 @@ def ref_int(value):
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def ref_summary(rows: list[dict], prefix: str) -> dict[str, float]:
+def ref_step_metrics(rows: list[dict], prefix: str) -> dict[str, float]:
     out = {f"{prefix}/samples": float(len(rows))}
     rewards = [r for row in rows if (r := ref_reward(row.get("reward"))) is not None]
     out[f"{prefix}/reward/count"] = float(len(rewards))
@@ -71,7 +71,7 @@ def ref_summary(rows: list[dict], prefix: str) -> dict[str, float]:
 def ref_file_metrics(path: Path, split: str) -> dict[str, float]:
     rows = ref_rows(path)
     if split == "train":
-        out = ref_summary(rows, "rollout")
+        out = ref_step_metrics(rows, "rollout")
         groups = defaultdict(list)
         for row in rows:
             r = ref_reward(row.get("reward"))
@@ -81,12 +81,12 @@ def ref_file_metrics(path: Path, split: str) -> dict[str, float]:
         if scored:
             out["rollout/groups/zero_variance"] = sum(len(set(g)) == 1 for g in scored) / len(scored)
         return out
-    out = ref_summary(rows, "eval")
+    out = ref_step_metrics(rows, "eval")
     by_dataset = defaultdict(list)
     for row in rows:
         by_dataset[row.get("dataset") or "default"].append(row)
     for dataset, drows in by_dataset.items():
-        full = ref_summary(drows, f"eval/{dataset}")
+        full = ref_step_metrics(drows, f"eval/{dataset}")
         for name in ("samples", "reward/mean", "reward/std", "reward/count", "response_length/mean"):
             if f"eval/{dataset}/{name}" in full:
                 out[f"eval/{dataset}/{name}"] = full[f"eval/{dataset}/{name}"]

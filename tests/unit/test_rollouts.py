@@ -56,11 +56,11 @@ def test_groups_all_right_or_all_wrong_give_no_signal():
     assert per_step["groups"] == 4 and per_step["no_signal"] == 0.5 and per_step["zero_advantage"] == 0.5
 
 
-def test_episode_summary_per_step():
+def test_episodes_by_step():
     s = samples([{"step": 1, "output_tokens": t, "input_tokens": 100, "turns": 2, "duration_s": 10.0}
                  for t in range(1, 11)] + [{"step": 2, "output_tokens": 50, "truncated": True, "turns": 4},
                                            {"step": 2, "output_tokens": 70, "ok": False, "error": "boom"}])
-    out = ro.episode_summary(s).set_index("step")
+    out = ro.episodes_by_step(s).set_index("step")
     assert out.loc[1, "samples"] == 10 and out.loc[1, "output_tokens"] == 5.5
     assert out.loc[1, "output_tokens_p90"] == pytest.approx(9.1) and out.loc[1, "duration_s"] == 10.0
     assert out.loc[2, "truncated"] == 0.5 and out.loc[2, "errors"] == 0.5 and out.loc[2, "turns"] == 4

@@ -225,7 +225,7 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def summarize(rec: dict) -> dict:
+def index_row(rec: dict) -> dict:
     """The index-row scalars (spec 5.4) of an Episode record (or of an older Trace-per-line)."""
     traces = [t for t in list_or_empty(rec.get("traces") if "traces" in rec else [rec]) if isinstance(t, dict)]
     info0 = traces[0].get("info") if traces and isinstance(traces[0].get("info"), dict) else {}
@@ -265,8 +265,8 @@ def summarize(rec: dict) -> dict:
 
 
 def _scan(path: str) -> list[dict]:
-    """{offset, length, **summarize(record)} per complete line of a rollouts file."""
-    return _objects(path, "prime-rl-rollouts", lambda off, n, rec: {"offset": off, "length": n, **summarize(rec)})
+    """{offset, length, **index_row(record)} per complete line of a rollouts file."""
+    return _objects(path, "prime-rl-rollouts", lambda off, n, rec: {"offset": off, "length": n, **index_row(rec)})
 
 
 def list_rollouts(run_path: str) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from rundash_core.io.jsonl import dict_or_empty, list_or_empty, read_located_obj
 from rundash_core.numbers import finite_float
 from rundash_core.sources.prime_rl.episode import _int
 from rundash_core.sources.prime_rl.lines import objects as _objects
-from rundash_core.sources.prime_rl.traces import _STEP_DIR, _listdir, summarize
+from rundash_core.sources.prime_rl.traces import _STEP_DIR, _listdir, index_row
 
 EVAL_TRACES = "traces.jsonl"
 LEGACY_FILE = re.compile(r"^(train|eval)_rollouts.*\.jsonl$")
@@ -64,7 +64,7 @@ def _eval_row(offset: int, length: int, rec: dict) -> tuple:
     run = dict_or_empty(rec.get("run"))
     step = _int(dict_or_empty(run.get("work")).get("step"))
     step = step if step is not None else _int(run.get("step"))
-    return offset, length, step if step is not None else 0, summarize(rec)
+    return offset, length, step if step is not None else 0, index_row(rec)
 
 
 # Legacy rollout dicts -----------------------------------------------------------------------------------

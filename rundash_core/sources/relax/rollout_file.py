@@ -158,9 +158,9 @@ def parse_step_file(path: str, size: int, split: str, step: int) -> StepFile:
         problems.add("empty file: no samples", 0)
     frame = samples_frame(records, path, split, step)
     read = not any(w.startswith(UNREADABLE) for w in problems.counts)
-    metrics = summarize(frame, PRODUCERS[split]) if read else {}
+    metrics = step_metrics(frame, PRODUCERS[split]) if read else {}
     for dataset, rows in frame.groupby("dataset", sort=False) if split == "eval" else ():
-        m = summarize(rows, f"eval/{dataset}")
+        m = step_metrics(rows, f"eval/{dataset}")
         metrics.update({k: m[k] for k in (f"eval/{dataset}/{n}" for n in (
             "samples", "reward/mean", "reward/std", "reward/count", "response_length/mean")) if k in m})
     return StepFile(split, step, metrics, frame, [(w, n, ln) for w, n, ln in problems.items()],
@@ -189,7 +189,7 @@ def samples_frame(records: list[tuple], path: str, split: str, step: int) -> pd.
     return frame[list(FILE_COLUMNS)]
 
 
-def summarize(samples: pd.DataFrame, prefix: str) -> dict[str, float]:
+def step_metrics(samples: pd.DataFrame, prefix: str) -> dict[str, float]:
     """The per-step metrics of some samples (names in `relax`'s module docstring); empty stats are
     left out."""
     out = {f"{prefix}/samples": float(len(samples))}

@@ -43,7 +43,7 @@ from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
 from rundash_core.metrics.block import TidyLog
 from rundash_core.run import Overview, Problem, Run, utc
 from rundash_core.sources.relax.rollout_file import INT64_MAX, PRODUCERS, UNREADABLE, StepFile, parse_step_file
-from rundash_core.sources.relax.rollout_file import summarize  # noqa: F401 (API)
+from rundash_core.sources.relax.rollout_file import step_metrics  # noqa: F401 (API)
 
 SAMPLE_COLUMNS = tuple(frames.SAMPLES)
 
@@ -93,7 +93,7 @@ def read_step_file(path: str, fid: FileId, split: str, step: int) -> StepFile:
 # The run -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Kept:
-    """What the run keeps of one file: its identity and per-step summary, not its samples."""
+    """What the run keeps of one file: its identity and per-step metrics, not its samples."""
 
     path: str
     fid: FileId
@@ -148,7 +148,7 @@ class RelaxRun(Run):
 
     def _refresh(self) -> list[_Kept]:
         """Re-stat every file; parse only new or changed ones; update the tidy log in place when
-        files were only added, rebuild it (from kept summaries, no parsing) otherwise."""
+        files were only added, rebuild it (from kept per-step metrics, no parsing) otherwise."""
         with self._lock:
             (listing, skipped), kept = self.step_files(), {}
             for split, step, path in listing:
