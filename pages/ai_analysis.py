@@ -31,7 +31,7 @@ config = ai.resolve_config(sidebar=typed, secrets=st.secrets, environ=os.environ
 
 st.markdown("## AI analysis")
 if config.configured:
-    st.warning(f"Asking sends this run's data (the context below: run card, metric summaries, health findings, "
+    st.warning(f"Asking sends this run's data (the context below: run card, key numbers, health findings, "
                f"sample transcripts) to {md_code(config.endpoint)}, model {md_code(config.model)}.",
                icon=":material/cloud_upload:")
 else:
