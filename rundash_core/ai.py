@@ -151,11 +151,11 @@ def _transcript(run, sample_id: str, label: str, width: int) -> str:
 
 
 def _samples(run, *, count: int, width: int) -> str:
-    if "episodes" not in getattr(run, "capabilities", ()):
-        return ""
     try:
-        samples = run.samples()
+        samples = run.samples()  # (the listing first: `capabilities` answers from what it found)
     except Exception:  # noqa: BLE001 - samples are optional context
+        return ""
+    if "episodes" not in run.capabilities:
         return ""
     samples = samples[samples["reward"].notna() & (samples["split"] == "train")]
     if samples.empty:

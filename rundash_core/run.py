@@ -6,7 +6,8 @@ parsed state lives in the process-wide cache (`rundash_core.cache`), so two `Run
 same directory share it.
 
 Every kind answers every method with frames of one schema (`rundash_core.frames`), empty where it
-has no such data, and says in `capabilities` what it offers: pages ask that, never `kind`. A new
+has no such data, and says in `capabilities` what it offers (read without I/O: what it learned when
+it last listed its files): pages ask that, never `kind`. A new
 source subclasses `Run`, registers in `rundash_core.sources`, and passes `tests/unit/test_contract.py`.
 """
 from __future__ import annotations
@@ -190,7 +191,7 @@ class Run(abc.ABC):
     `config(redacted=False)` / `configs(redacted=False)` the same for one call."""
 
     kind: str = "unknown"
-    capabilities: frozenset[str] = frozenset({"metrics"})
+    kind_capabilities: frozenset[str] = frozenset({"metrics"})  # what every run of the kind offers
     reveal: bool = False  # raw values from every reader (the run's owner, in a notebook)
 
     def __init_subclass__(cls, **kwargs):
@@ -203,6 +204,25 @@ class Run(abc.ABC):
         self.path = os.path.abspath(os.fspath(path))
         self.name = shown_path(os.path.basename(self.path.rstrip(os.sep)))  # a non-UTF-8 name: \xff escapes
         self.run_id = run_id or self.name
+        self._listed: dict[str, frozenset[str]] = {}  # what each listing of the run's files last found
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What this run offers (names from `CAPABILITIES`): pages, the terminal view and the AI
+        context ask this, never `kind`. Reading it does no I/O: it is the kind's fixed set
+        (`kind_capabilities`) plus what the run's own listings last found in its files (verl: its
+        generation-dump folders, listed by `samples()`, `episode()`, `problems()`; prime-rl: its
+        `reports/`, listed by `reports()`, `problems()`). So it changes only when one of those
+        reads runs: a folder that appears (or goes) shows from the next one (the app's sidebar and
+        the terminal card read `problems()` on every refresh); a `Run` that has read nothing yet
+        offers the fixed set."""
+        listed = self._listed.copy()  # (another thread may be listing: one consistent look)
+        return self.kind_capabilities.union(*listed.values())
+
+    def _found(self, listing: str, capabilities) -> None:
+        """Remember what `listing` (a reader that just listed the run's files: "dumps", "reports")
+        found they offer (empty: nothing): `capabilities` answers from this, nothing else."""
+        self._listed[listing] = frozenset(capabilities)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.kind} {self.name!r} at {self.path}>"

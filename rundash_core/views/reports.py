@@ -177,16 +177,3 @@ def episode_ids(samples: pd.DataFrame) -> set[str]:
     numbers (`answer`, `100000`)."""
     cited = [samples[c].dropna().astype(str) for c in ("sample_id", "episode_id") if c in samples.columns]
     return {s for ids in cited for s in ids if len(s) >= 6 and any(c.isdigit() for c in s) and not s.isdigit()}
-
-
-class WithReports:
-    """A source's `capabilities`: on the class, its base set; on a run, plus "reports" when the
-    run has a report (a run without reports offers none)."""
-
-    def __init__(self, base):
-        self.base = frozenset(base)
-
-    def __get__(self, run, owner=None) -> frozenset[str]:
-        if run is None:
-            return self.base
-        return self.base | {"reports"} if has_reports(run.path) else self.base

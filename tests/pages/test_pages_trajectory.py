@@ -123,7 +123,7 @@ def test_runs_without_samples_show_the_empty_state(monkeypatch, demo_runs, tmp_p
     folder, runs = demo_runs
     # a run that could have samples but logged none
     empty = [(r, p) for r, p in zip(runs["run_id"], runs["path"])
-             if "samples" in rd.open_run(p).capabilities and rd.open_run(p).samples().empty]
+             if (run := rd.open_run(p)).samples().empty and "samples" in run.capabilities]
     if empty:
         at = open_page(monkeypatch, folder, PAGE, {"run": empty[0][0]})
         assert any("has no samples" in i.value for i in at.info)
@@ -131,7 +131,7 @@ def test_runs_without_samples_show_the_empty_state(monkeypatch, demo_runs, tmp_p
     plain.mkdir()
     (plain / "sft.log").write_bytes((ROOT / "tests" / "data" / "verl" / "eh_gemma-2-2b-it-sft-0.411.log").read_bytes())
     at = open_page(monkeypatch, plain, PAGE, {"run": "sft"})
-    assert "samples" not in rd.open_run(plain / "sft.log").capabilities
+    assert (run := rd.open_run(plain / "sft.log")).samples().empty and "samples" not in run.capabilities
     assert any("has no samples" in i.value for i in at.info)
     assert not at.dataframe
 

@@ -68,6 +68,17 @@ def test_every_method_answers_its_schema(path, run_id):
     assert frames.check(run.read_log([]), frames.LOG_LINES) == []
     if "metrics" in run.capabilities and run.kind != "relax":
         assert len(tidy) or run.problems()  # no metrics is said, never silent
+    assert run.kind_capabilities <= run.capabilities <= set(CAPABILITIES)  # (after every listing was read)
+    reports = run.reports()
+    assert ("reports" in run.capabilities) == (not reports.empty)
+
+
+def test_one_capabilities_mechanism():
+    """Every source says what its kind offers in `kind_capabilities` (the vocabulary's names) and
+    answers `capabilities` through `Run`'s one property: no source defines its own."""
+    for cls in (source.run_class for source in SOURCES):
+        assert cls.capabilities is Run.capabilities and isinstance(Run.capabilities, property), cls
+        assert isinstance(cls.kind_capabilities, frozenset) and cls.kind_capabilities <= set(CAPABILITIES), cls
 
 
 @pytest.mark.parametrize("path,run_id", RUNS)
@@ -99,8 +110,8 @@ def test_sample_ids_are_the_same_after_a_restart(tmp_path):
 
     for p in RUNS:
         run = rd.open_run(p.values[0])
+        first = list(run.samples()["sample_id"])
         if "samples" in run.capabilities:
-            first = list(run.samples()["sample_id"])
             cache.shared.clear()
             assert list(rd.open_run(p.values[0]).samples()["sample_id"]) == first
 

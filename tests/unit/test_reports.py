@@ -3,6 +3,7 @@ Reports page."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -59,12 +60,13 @@ def test_front_matter_and_titles(tmp_path):
 
 
 def test_reports_capability_only_when_a_run_has_some(tmp_path):
-    run = make_rl_run(tmp_path, "r--m--0123abcd")
-    assert "reports" not in rd.open_run(run).capabilities and rd.open_run(run).reports().empty
-    make_report(run, "r", "# R\n")
-    assert "reports" in rd.open_run(run).capabilities and "reports" in rd.CAPABILITIES
+    run = rd.open_run(make_rl_run(tmp_path, "r--m--0123abcd"))
+    assert run.reports().empty and "reports" not in run.capabilities
+    make_report(Path(run.path), "r", "# R\n")
+    assert "reports" not in run.capabilities  # (learned at the next listing, not on reading it)
+    assert len(run.reports()) == 1 and "reports" in run.capabilities and "reports" in rd.CAPABILITIES
     verl = rd.open_run(NEW_RUN.parent.parent / "verl" / "dq_math.log")
-    assert "reports" not in verl.capabilities and frames.check(verl.reports(), frames.REPORTS) == []
+    assert frames.check(verl.reports(), frames.REPORTS) == [] and "reports" not in verl.capabilities
 
 
 def test_safe_markdown_keeps_no_html_no_script_links_no_remote_images(tmp_path):
@@ -104,7 +106,7 @@ def test_citations_link_steps_and_episodes():
 
 def test_reports_page_renders_the_demo_report(demo_runs, monkeypatch):
     folder, runs = demo_runs
-    with_reports = [r for r in runs["run_id"] if "reports" in rd.open_run(runs.set_index("run_id").loc[r, "path"]).capabilities]
+    with_reports = [r for r in runs["run_id"] if len(rd.open_run(runs.set_index("run_id").loc[r, "path"]).reports())]
     assert with_reports
     at = open_page(monkeypatch, folder, "pages/reports.py", {"run": with_reports[0]})
     body = [m for m in at.markdown if "trajectory?run=" in m.value]

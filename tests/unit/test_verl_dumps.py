@@ -31,8 +31,8 @@ def _lines(path: Path) -> list[dict]:
 
 def test_rollout_and_validation_dirs_from_the_launch_overrides():
     run = rd.open_run(DUMPS / "grpo-dumps.log")
+    samples = run.samples()  # (the listing: what `capabilities` learns from)
     assert {"samples", "episodes"} <= run.capabilities
-    samples = run.samples()
     assert frames.check(samples, frames.SAMPLES) == []
     for split, folder in (("train", "rollout"), ("val", "val")):
         mine = samples[samples["split"] == split]
@@ -105,7 +105,7 @@ def test_a_shared_dir_is_split_by_its_rows():
 
 def test_a_missing_dump_dir_is_a_problem_not_an_error():
     run = rd.open_run(DUMPS / "missing-dumps.log")
-    assert "samples" not in run.capabilities and run.samples().empty
+    assert run.samples().empty and "samples" not in run.capabilities
     assert any(p.path == "/nonexistent/rollouts" and "missing" in p.what for p in run.problems())
     assert len(run.metrics())  # the run still shows
 

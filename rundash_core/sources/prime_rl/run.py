@@ -15,7 +15,7 @@ from rundash_core.io.files import inside_roots, mtime, read_range, walk_files
 from rundash_core.metrics.store import MetricStore, empty_tidy, shared_store
 from rundash_core.run import Overview, Problem, Run, utc
 from rundash_core.sources.prime_rl.ends import metrics_ends
-from rundash_core.views.reports import WithReports, list_reports
+from rundash_core.views.reports import has_reports, list_reports
 
 MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
 METRICS_PATHS = ("monitors/file/metrics.jsonl", "metrics.jsonl")
@@ -79,8 +79,8 @@ def _latest_attempt(folder: str) -> int | None:
 
 class PrimeRLRun(Run):
     kind = "prime-rl"
-    capabilities = WithReports({"metrics", "config", "attempts", "samples", "episodes", "tokens", "validation",
-                                "logs"})  # + reports when it has some
+    kind_capabilities = frozenset({"metrics", "config", "attempts", "samples", "episodes", "tokens", "validation",
+                                   "logs"})  # + reports when it has some (`reports()`, `problems()`)
 
     # Files ---------------------------------------------------------------------------------------
     def _in_run(self, *parts: str) -> str:
@@ -286,7 +286,9 @@ class PrimeRLRun(Run):
         return list_logs(self.path)
 
     def reports(self):
-        return list_reports(self.path)
+        listing = list_reports(self.path)
+        self._found("reports", {"reports"} if len(listing) else ())
+        return listing
 
     def _logs_dir(self) -> str:
         n = _latest_attempt(self._in_run("logs"))
@@ -334,6 +336,7 @@ class PrimeRLRun(Run):
         out += config_problems(self._resolved_dir(), self.config_files()) + log_problems(self.logs())
         out += chunk_problems(self.path) + live_problems(self.path)
         out += unreadable_problems([self._in_run("logs"), self._in_run("reports"), self._in_run("monitors")], out)
+        self._found("reports", {"reports"} if has_reports(self.path) else ())  # (the app and TUI refresh read this)
         return out + read_plan(self._in_run("monitors", "file", "plan.json"))[1]
 
     # Samples (traces: `prime_rl_traces`) ---------------------------------------------------------

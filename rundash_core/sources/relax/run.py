@@ -106,7 +106,7 @@ class _Kept:
 
 class RelaxRun(Run):
     kind = "relax"
-    capabilities = frozenset({"metrics", "samples", "episodes", "validation"})
+    kind_capabilities = frozenset({"metrics", "samples", "episodes", "validation"})
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         super().__init__(path, run_id)

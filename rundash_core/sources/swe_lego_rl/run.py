@@ -93,7 +93,7 @@ def _unique_ids(trials: pd.DataFrame) -> pd.Series:
 # The run -----------------------------------------------------------------------------------------
 class SweLegoRLRun(VerlRun):
     kind = KIND
-    capabilities = VerlRun.capabilities | {"samples", "episodes", "validation", "failure_modes"}
+    kind_capabilities = VerlRun.kind_capabilities | {"samples", "episodes", "validation", "failure_modes"}
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         super().__init__(path, run_id)

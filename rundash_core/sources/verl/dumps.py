@@ -55,17 +55,7 @@ class DumpDir:
     named: str
 
 
-class WithDumps:
-    """`VerlRun.capabilities`: on the class, the base set (subclasses extend it); on a run, plus
-    samples and episodes when it has a generation-dump folder."""
-
-    def __init__(self, base):
-        self.base = frozenset(base)
-
-    def __get__(self, run, owner=None) -> frozenset[str]:
-        if run is None:
-            return self.base
-        return self.base | {"samples", "episodes"} if run.dump_dirs()[0] else self.base
+OFFERS = frozenset({"samples", "episodes"})  # what a run with a dump folder offers (`Run.capabilities`)
 
 
 # Where the dumps are -----------------------------------------------------------------------------

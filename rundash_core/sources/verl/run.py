@@ -42,7 +42,7 @@ def _key(what: str, path: str) -> tuple:
 
 class VerlRun(Run):
     kind = KIND
-    capabilities = verl_dumps.WithDumps({"metrics", "config", "attempts", "validation", "logs"})  # + samples, episodes with dumps
+    kind_capabilities = frozenset({"metrics", "config", "attempts", "validation", "logs"})  # + dumps.OFFERS with dumps
 
     def __init__(self, path: str | os.PathLike, run_id: str | None = None):
         super().__init__(path, run_id)
@@ -300,13 +300,16 @@ class VerlRun(Run):
 
     # Samples: generation dumps (`verl_dumps`) ----------------------------------------------------
     def dump_dirs(self) -> tuple[list, list[Problem]]:
-        """The generation-dump folders the config or the log names, and those it cannot read."""
+        """The generation-dump folders the config or the log names, and those it cannot read (what
+        `capabilities` learns samples and episodes from)."""
         log = self.log_path()
         if log is None:
             return [], []
         folder = os.path.dirname(log)
         configs = [p.value for p in self.config_prints() if isinstance(p.value, dict)]
-        return verl_dumps.dump_dirs(log, configs, bases=[folder, os.path.dirname(folder)])
+        dirs, problems = verl_dumps.dump_dirs(log, configs, bases=[folder, os.path.dirname(folder)])
+        self._found("dumps", verl_dumps.OFFERS if dirs else ())
+        return dirs, problems
 
     def samples(self, split: str | None = None, step: int | None = None):
         """One row per dumped generation (`verl_dumps`); empty without dumps."""
