@@ -17,7 +17,6 @@ from rundash_core.logs import line as logtext
 MAX_LINE = 1 << 20  # a longer line is shown as its first and last LONG_LINE_SHOWN bytes
 LONG_LINE_SHOWN = 64 << 10
 TORCHRUN_LINE = re.compile(rb"^\[[A-Za-z_]*\d+\]:", re.M)
-ANSI_BYTES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
 def plain_block(data: bytes) -> bytes | None:
@@ -35,7 +34,7 @@ def plain_block(data: bytes) -> bytes | None:
         data = data.replace(b"\r\n", b"\n")
     if b"]:" in data:
         data = TORCHRUN_LINE.sub(b"", data)
-    return ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data
+    return logtext.ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data
 
 
 def shown(raw: bytes, *, size: int | None = None) -> bytes:

@@ -17,7 +17,11 @@ import re
 
 import orjson
 
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# THE terminal escape pattern (every module strips escapes with it): a CSI sequence (colours, cursor
+# moves), an OSC one (window title, hyperlink; to BEL/ST, or the line end when unterminated), any other
+# two-byte ESC sequence, a lone ESC. Run text must neither colour nor move a terminal, nor show `\x1b[`.
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+ANSI_BYTES = re.compile(ANSI.pattern.encode())  # the same, for byte blocks
 TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]*\d+\]:")
 RAY_PREFIX = re.compile(r"^\((?:(?P<name>[A-Za-z_][\w:.-]*)(?: (?P<name2>[A-Za-z_][\w.-]*))? )?pid=\d+(?:, ip=[0-9.]+)?\) ?")
 RAY_DAEMON = re.compile(r"^\((?P<name>raylet|gcs_server|autoscaler[^),]*)(?:, ip=[0-9.]+)?\) ?")

@@ -25,7 +25,6 @@ ESTIMATED_MARK = "~"
 ESTIMATED_LEGEND = ("~ before a time: the line has no time of its own; its time (and place among the other "
                     "files' lines) is estimated from the lines around it")
 _SGR = re.compile(r"\x1b\[([0-9;]*)m")
-_ANY_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]?")
 _COLOURS = {0: "#6e7781", 1: "#d1242f", 2: "#1a7f37", 3: "#9a6700", 4: "#0969da", 5: "#8250df", 6: "#1b7c83",
             7: "#8c959f"}
 _BRIGHT = {0: "#8c959f", 1: "#e5534b", 2: "#2da44e", 3: "#bf8700", 4: "#218bff", 5: "#a475f9", 6: "#3192aa",
@@ -136,11 +135,11 @@ def ansi_segments(text: str) -> list[tuple[str, str]]:
     out, style, pos = [], _PLAIN, 0
     for m in _SGR.finditer(text):
         if m.start() > pos:
-            out.append((_ANY_ESCAPE.sub("", text[pos:m.start()]), _css(style)))
+            out.append((logtext.ANSI.sub("", text[pos:m.start()]), _css(style)))
         style = _after_sgr(style, m.group(1))
         pos = m.end()
     if pos < len(text):
-        out.append((_ANY_ESCAPE.sub("", text[pos:]), _css(style)))
+        out.append((logtext.ANSI.sub("", text[pos:]), _css(style)))
     return [(t, css) for t, css in out if t]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from rundash_core.logs.line import ANSI
 from rundash_core.safety.user_regex import UserPattern, compile_user_pattern
 
 # The Relax TUI's default `--mask-str`: long runs of multimodal placeholder tokens become `*`s.
@@ -26,9 +27,8 @@ _SPECIAL = re.compile(r"<\|([A-Za-z0-9_]{1,40})\|>")
 _TAG = re.compile(r"<(/?)(think|tools|tool_call|answer)>")
 _BLOCK_STYLE = {"think": "think", "tools": "tool", "tool_call": "tool", "answer": "answer"}
 _ROLE_WORD = re.compile(r"[A-Za-z_]{1,20}")
-# terminal escapes (CSI, OSC, other ESC sequences) and control characters other than newline and tab:
+# terminal escapes (`logs.line.ANSI`) and control characters other than newline and tab:
 # run text must not move the cursor, retitle the window or colour the screen
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -36,7 +36,7 @@ def clean(text: str) -> str:
     """`text` without terminal escape sequences, carriage returns as line ends (progress bars),
     other control characters shown as `�`."""
     if not text.isprintable():
-        text = _CONTROLS.sub("\ufffd", _ESCAPES.sub("", text).replace("\r\n", "\n").replace("\r", "\n"))
+        text = _CONTROLS.sub("\ufffd", ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n"))
     return text
 
 

@@ -370,3 +370,18 @@ def test_abbreviated_counts():
     assert [abbrev_count(n) for n in (0, 999, 1000, 12_345, 999_950, 1_234_567, None)] == [
         "0", "999", "1k", "12.3k", "1M", "1.2M", "n/a"]
     assert logview.count_label(12_345) == "12.3k lines"
+
+
+@pytest.mark.parametrize("escape", ["\x1b[31m", "\x1b[2K", "\x1b[?25l", "\x1b]0;title\x07", "\x1b]8;;http://x\x1b\\",
+                                    "\x1b]0;unterminated", "\x1bM", "\x1b"])
+def test_one_escape_pattern_for_plain_lines_blocks_html_and_the_terminal(escape):
+    """logs.line.ANSI is the one escape pattern: a plain line, a byte block, the HTML view and the
+    TUI all drop the same escapes (an unterminated OSC only up to its line end)."""
+    from rundash_core.logs.blocks import plain_block
+    from rundash_core.tui.highlight import clean
+    text = f"loss {escape}0.5"
+    want = "loss " if escape == "\x1b]0;unterminated" else "loss 0.5"
+    assert logtext.plain_text(text.encode()) == want
+    assert plain_block(f"{text}\nnext\n".encode()) == f"{want}\nnext\n".encode()
+    assert "".join(t for t, _ in logview.ansi_segments(text)) == want
+    assert clean(text) == want
