@@ -1,7 +1,7 @@
-"""Three reader leftovers of a review: (1) a last metrics row of NaNs (or of non-numbers) set the
-run card's step; (2) a verl log ending in more than 1 MiB of other output listed no step; (3) a
-verl metric line cut by another writer was dropped without a word (it is still not read: spec
-4.8; now it is a problem naming its line and step)."""
+"""The step a run card and the runs list show (steps done): (1) a last metrics row of NaNs (or of
+non-numbers) is no step done (`metrics/steps_done.py`), for every kind; (2) a verl log ending in
+MiBs of other output still lists its last step (`sources/verl/steps_before_tail.py`), searching
+only what was appended since its last look, and within a bound."""
 from __future__ import annotations
 
 import json
@@ -12,15 +12,13 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 import rundash_core as rd
 from helpers import DATA, make_rl_run, set_all_mtimes, write_lines
 from rundash_core import cache
 from rundash_core.sources.verl import steps_before_tail
-from rundash_core.sources.verl.metric_log import CUT_MORE, CUT_NAMED, VerlLogTail
 from rundash_core.metrics.store import MetricStore
-from test_reader_shapes import ALWAYS, append
+from test_reader_shapes import append
 
 OLD = time.time() - 30 * 86400
 T0 = 1_760_000_000.0
@@ -175,63 +173,3 @@ def test_the_search_before_the_window_is_bounded(tmp_path, monkeypatch):
     cache.shared.clear()
     monkeypatch.setattr(steps_before_tail, "FAR_BYTES", 8 << 20)
     assert listed_step(tmp_path, "far") == 5
-
-
-# 3. A metric line cut by another writer ---------------------------------------------------------
-CUT_LOG = b"".join([
-    b"step:1 - a/x:1.0 - b/y:2.5 - c/z:3.0\n",
-    b"(TaskRunner pid=1) step:2 - a/x:1.5 - b/y:2.(WorkerDict pid=9) INFO 12-01 10:00:00 llm_engine.py:123"
-    b" - Avg throughput: 5.0 tokens/s\n",
-    b"53 - c/z:3.5\n",  # the rest of the cut line: no metric line
-    b"step:3 - a/x:2.0 - b/y:2.\rTraining Progress:  10%|#  | 3/30 [00:10<01:30, 3.0s/it]\n",  # `2.`: a number
-    b"step:4 - a/x:2.5 - b/y:1.0 - c/z:4.0\n",
-    b"step:5 - b/y:7.\n",
-    b"(TaskRunner pid=1) [response] I'll check it. step:6 - not a metric line\n",  # no value first: no problem
-])
-
-
-@pytest.mark.parametrize("block_bytes", [64, 1 << 20])
-def test_a_cut_metric_line_is_not_read_and_is_a_problem(tmp_path, block_bytes):
-    """Spec 4.8: a line with text left over is not a metric line (none of its values is read);
-    one that began as a metric line is named, with its step and line."""
-    tail = VerlLogTail(write(tmp_path / "cut.log", CUT_LOG), block_bytes=block_bytes)
-    rows = tail.poll().rows
-    assert rows == [{"step": 1, "a/x": 1.0, "b/y": 2.5, "c/z": 3.0}, {"step": 3, "a/x": 2.0, "b/y": 2.0},
-                    {"step": 4, "a/x": 2.5, "b/y": 1.0, "c/z": 4.0}, {"step": 5, "b/y": 7.0}]
-    got = [(what, n, line) for what, n, line in tail.problems.items()]
-    assert [(w.split(" cut")[0], n, line) for w, n, line in got] == [("metric line of step 2", 1, 2)]
-    assert "not read" in got[0][0]
-
-
-def test_the_run_names_the_cut_lines_file_line_and_step(tmp_path):
-    log = write(tmp_path / "cut.log", CUT_LOG)
-    run = rd.open_run(log)
-    tidy = run.metrics()
-    assert not (tidy["step"] == 2).any() and ((tidy["step"] == 3) & (tidy["metric"].astype(str) == "b/y")).any()
-    cut = [p for p in run.problems() if "cut by other output" in p.what]
-    assert [(p.path, p.line, "step 2" in p.what) for p in cut] == [(str(log), 2, True)]
-    assert str(log) in str(cut[0]) and "line 2" in str(cut[0])
-    assert (run.overview().step, listed_step(tmp_path, "cut")) == (5, 5)
-
-
-def test_many_cut_lines_are_named_then_counted(tmp_path):
-    lines = [f"step:{s} - a:1.0 - b:2.other writer's text\n" for s in range(1, CUT_NAMED + 5)]
-    tail = VerlLogTail(write(tmp_path / "many.log", "".join(lines)))
-    assert tail.poll().rows == []
-    counts = tail.problems.counts
-    assert len(counts) == CUT_NAMED + 1 and counts[CUT_MORE] == 4
-    assert tail.problems.first_line[CUT_MORE] == CUT_NAMED + 1
-
-
-def test_a_held_last_line_cut_so_far_is_a_problem_until_it_goes_on(tmp_path, monkeypatch):
-    """A last line still being written (`b:` so far) reads as cut while held; whole, it counts
-    once and the problem is withdrawn."""
-    from rundash_core.io import bytetail
-
-    monkeypatch.setattr(bytetail, "SETTLE_S", ALWAYS)
-    path = write(tmp_path / "held.log", b"step:1 - a:1.0\nstep:2 - a:2.0 - b:")
-    tail = VerlLogTail(path)
-    assert tail.poll().rows == [{"step": 1, "a": 1.0}]
-    assert [line for what, _n, line in tail.problems.items() if "step 2 cut" in what] == [2]
-    append(path, b"0.25\n")
-    assert tail.poll().rows == [{"step": 2, "a": 2.0, "b": 0.25}] and not tail.problems.counts
