@@ -30,6 +30,7 @@ from rundash_core.io.bytetail import ByteTail
 from rundash_core.io.configs import dig
 from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots, is_dir
 from rundash_core.io.jsonl import LineProblems, read_located_object
+from rundash_core.logs.line import ANSI_BYTES as _ANSI
 from rundash_core.numbers import finite_float as _number
 from rundash_core.run import Problem
 from rundash_core.sources.relax.rollout_file import _rows as jsonl_rows
@@ -37,7 +38,6 @@ from rundash_core.sources.relax.rollout_file import _rows as jsonl_rows
 SPLITS = ("train", "val")
 SETTINGS = {"train": "trainer.rollout_data_dir", "val": "trainer.validation_data_dir"}
 DUMPED = re.compile(rb"Dumped generations to (.+?)[/\\](\d+)\.jsonl")
-_ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
 SAMPLE_ID = re.compile(r"^([tv])(\d+)-")
 CHUNK_BYTES = 16 << 20

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
+from rundash_core.logs.line import ANSI
+
 # Spec section 4, applied to one `\r` piece of a decoded line.
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w:.-]*(?: [A-Za-z_][\w.-]*)? )?pid=\d+(?:, ip=[0-9.]+)?\) ?"
                         r"|^\((?:raylet|gcs_server|autoscaler[^)]*)(?:, ip=[0-9.]+)?\) ?")
