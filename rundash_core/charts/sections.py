@@ -172,12 +172,15 @@ def _sections(source, flavor: str, keys: tuple[str, ...], train_envs: tuple[str,
 def sections_for(kind: str, flavor: str, keys: Iterable[str], *, train_envs: Iterable[str] = (),
                  eval_envs: Iterable[str] = ()) -> list[Section]:
     """The sections of a run kind/flavor that have at least one logged key (cached per key set),
-    from the section table its registered `Source` carries."""
+    from the section table its registered `Source` carries (none: no sections); ValueError for a
+    kind no source is registered for."""
     from rundash_core import sources  # here, not at the top: the registry imports the sources' tables, which import this
 
     source = sources.source_for(kind)
-    if source is None or source.sections is None:
-        raise ValueError(f"no chart sections for run kind {kind!r}")
+    if source is None:
+        raise ValueError(f"no chart sections for run kind {kind!r}: no source of that kind is registered")
+    if source.sections is None:
+        return []
     ks = tuple(sorted({str(k) for k in keys}))
     return list(_sections(source, flavor or "rl", ks, tuple(train_envs), tuple(eval_envs)))
 

@@ -41,6 +41,9 @@ Candidates = Mapping[str, tuple[KeyCandidate, ...]]  # a canonical name -> this 
 
 @dataclass(frozen=True, eq=False)  # eq=False: hashed by identity, so a charts cache keyed on it is per registration
 class Source:
+    """One kind of run: how to find and open its runs, and the tables charts, Compare and health
+    read for it (empty ones are fine: its runs then list and open, with only the all-metrics view)."""
+
     kind: str
     run_class: type[Run]
     detect: Callable[[str], bool]  # is this path a run of this kind?

@@ -151,12 +151,21 @@ def test_health_checked_through_its_concepts(registered, folder):
     found = {f.rule: f for f in rd.open_run(folder / "my-run").health()}
     assert found["loss_spike"].metric == "loss" and found["loss_spike"].evidence["worst_step"] == SPIKE_AT
     assert found["reward_drop"].metric == "reward"
-    sources.unregister(KIND)
-    bare = sources.Source(KIND, MyTrainerRun, is_run_dir)  # the same runs without aliases and concepts
-    sources.register(bare)
+
+
+@pytest.fixture
+def bare():
+    """The same kind registered without tables: no sections, aliases or concepts."""
+    sources.register(sources.Source(KIND, MyTrainerRun, is_run_dir, sources.child_dirs(is_run_dir)))
     try:
-        rules = {f.rule for f in rd.open_run(folder / "my-run").health()}
-        assert "loss_spike" not in rules and "reward_drop" not in rules
+        yield
     finally:
         sources.unregister(KIND)
-        sources.register(SOURCE)
+
+
+def test_without_its_tables_it_still_opens_but_is_neither_charted_compared_nor_checked(bare, folder, monkeypatch):
+    rules = {f.rule for f in rd.open_run(folder / "my-run").health()}
+    assert "loss_spike" not in rules and "reward_drop" not in rules
+    assert canonical_frame(KIND, rd.open_run(folder / "my-run").metrics()).empty
+    at = open_page(monkeypatch, folder, "pages/metrics.py", {"run": "my-run"})  # no traceback
+    assert section_labels(at) == [] and any("No section matches" in i.value for i in at.info)
