@@ -1,6 +1,6 @@
 """verl's fast paths held equal to their plain reference versions (docs/architecture.md#fast-paths):
-the metric-line block parse (`parse_metric_block`) and the hop searches (`first_needle`,
-`search_at_literal`, `last_step_at`, `search_back`), on every real verl / SWE-Lego-RL log in
+the metric-line block parse (`parse_metric_block`), the marker search (`find_markers`) and the hop searches (`first_needle`,
+`last_step_at`, `search_back`), on every real verl / SWE-Lego-RL log in
 tests/data and the demo's, and on cut, torn and odd variants of them."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from helpers import DATA
 from rundash_core.sources.verl import ends as verl_ends
 from rundash_core.sources.verl.block_parse import (ValueEra, parse_metric_block,
                                                    parse_metric_block_reference)
-from rundash_core.sources.verl.ends import (first_needle, first_needle_reference, search_at_literal,
-                                            search_at_literal_reference)
+from rundash_core.sources.verl.ends import first_needle, first_needle_reference
 from rundash_core.sources.verl.steps_before_tail import search_back, search_back_reference
+from rundash_core.sources.verl.metric_log import find_markers, find_markers_reference
 from rundash_core.sources.verl.overview import read_overview_inputs
 from rundash_core.sources.verl.steps import last_step_at, last_step_at_reference
 
@@ -116,6 +116,18 @@ def test_the_block_parse_equals_the_grammar_on_odd_lines():
     assert [c for c, _ in got.problems if c is not None] == [[2]] and sum(c is None for c, _ in got.problems) == 1
 
 
+def test_the_marker_search_equals_plain_regexes(logs):
+    """Config prints and validation pprints (which split a block before its parse)."""
+    rng = random.Random(6)
+    found = 0
+    for path, data in logs.items():
+        for cut in (len(data), *(rng.randrange(len(data) + 1) for _ in range(4))):
+            got = find_markers(data, cut)
+            assert got == find_markers_reference(data, cut), (os.path.basename(path), cut)
+            found += len(got)
+    assert found > 20
+
+
 # The hop searches ---------------------------------------------------------------------------------
 def _windows(data: bytes, rng: random.Random, n: int = 12) -> list[tuple[int, int]]:
     out = [(0, len(data)), (0, min(len(data), 16 << 10)), (max(len(data) - (16 << 10), 0), len(data))]
@@ -130,27 +142,12 @@ def test_the_needle_hops_equal_plain_finds(logs):
     final = (b"Final validation metrics",)
     for path, data in logs.items():
         for lo, hi in _windows(data, rng):
-            for needles, hop in ((verl_ends._CONFIG_STARTS, b"{"), (final, b"F")):
+            for needles, hop in ((verl_ends._CONFIG_STARTS, b"{"), (final, b"F")):  # (F: any rare byte)
                 for tries in (0, 1, 8, 64):
                     assert (first_needle(data, needles, lo, hi, hop, tries)
                             == first_needle_reference(data, needles, lo, hi)), (os.path.basename(path), lo, hi, needles, tries)
     head = logs[str(DATA / "verl" / "dq_math.log")]
     assert first_needle(head, verl_ends._CONFIG_STARTS, 0, len(head), b"{") > 0  # found, not only -1 == -1
-
-
-def test_the_literal_searches_equal_the_regex(logs):
-    rng = random.Random(8)
-    patterns = [(verl_ends._EXPERIMENT, b"'experiment_name': "), (verl_ends._TOTAL, b"'total_training_steps': "),
-                (verl_ends._PATH, b"'path': "), (verl_ends._PARTIAL, b"'partial_pretrain': ")]
-    found = 0
-    for path, data in logs.items():
-        for lo, hi in _windows(data, rng, 4):
-            for pattern, literal in patterns:
-                got, want = (search_at_literal(pattern, data, literal, lo, hi),
-                             search_at_literal_reference(pattern, data, literal, lo, hi))
-                assert (got and got.span(), got and got.groups()) == (want and want.span(), want and want.groups()), path
-                found += want is not None
-    assert found > 20
 
 
 def test_the_backwards_step_hops_equal_the_regex(logs):

@@ -94,7 +94,7 @@ def parse_metric_block_reference(block) -> BlockRows:
 
 
 def _unwrap(text: bytes) -> bytes:
-    """`:np.float64(x)` → `:x`. Split and join: a `sub` template costs a Python call per match."""
+    """`:np.float64(x)` → `:x` (split and join the regex's groups)."""
     return b"".join(_NP_WRAP_BYTES.split(text))
 
 

@@ -29,7 +29,7 @@ _TOTAL = re.compile(rb"'total_training_steps': (-?\d+|None)")
 _PATH = re.compile(rb"'path': (?:" + _STR + rb"|None)")
 _PARTIAL = re.compile(rb"'partial_pretrain': (?:" + _STR + rb"|None)")
 _VAL_KEY = re.compile(rb"(val(?:-core/|-aux/|/test_score/)[^\s:']+):")
-_STAMP = re.compile(rb"20\d\d-[01]\d-[0-3]\d[ T][0-2]\d:[0-5]\d:[0-5]\d")  # a literal prefix: fast search
+_STAMP = re.compile(rb"20\d\d-[01]\d-[0-3]\d[ T][0-2]\d:[0-5]\d:[0-5]\d")
 _CONFIG_STARTS = (b"{'actor_rollout_ref'", b"{'data'")
 
 
@@ -82,20 +82,6 @@ def _str_value(m) -> str | None:
     if m is None or m.group(1) is None:
         return None
     return m.group(1).decode("utf-8", "replace")
-
-
-def search_at_literal(pattern, data: bytes, literal: bytes, lo: int, hi: int):
-    """`pattern.search(data, lo, hi)` for a pattern that starts with `literal`: the regex tried
-    only where `bytes.find` finds the literal (docs/architecture.md#fast-paths)."""
-    while (at := data.find(literal, lo, hi)) >= 0:
-        if (m := pattern.match(data, at, hi)) is not None:
-            return m
-        lo = at + 1
-    return None
-
-
-def search_at_literal_reference(pattern, data: bytes, literal: bytes, lo: int, hi: int):
-    return pattern.search(data, lo, hi)
 
 
 def config_start(data: bytes, end: int = -1) -> int:
@@ -194,9 +180,9 @@ def head_fields(data: bytes, pos: int | None = None, end: int | None = None, tra
     exp = total = project = None
     logger = True
     if trainer >= 0:
-        exp = _str_value(search_at_literal(_EXPERIMENT, data, b"'experiment_name': ", trainer, stop))
-        project = _str_value(search_at_literal(_PROJECT, data, b"'project_name': ", trainer, stop))
-        m = search_at_literal(_TOTAL, data, b"'total_training_steps': ", trainer, stop)
+        exp = _str_value(_EXPERIMENT.search(data, trainer, stop))
+        project = _str_value(_PROJECT.search(data, trainer, stop))
+        m = _TOTAL.search(data, trainer, stop)
         total = int(m.group(1)) if m is not None and m.group(1) != b"None" else None
         at = data.find(b"'logger': [", trainer, stop)
         close = data.find(b"]", at, stop) if at >= 0 else -1
@@ -204,15 +190,15 @@ def head_fields(data: bytes, pos: int | None = None, end: int | None = None, tra
     models: list = []
     model = data.find(b"'model': {", pos, stop)
     if rl:
-        path = search_at_literal(_PATH, data, b"'path': ", model, stop) if model >= 0 else None
+        path = _PATH.search(data, model, stop) if model >= 0 else None
         models.append(_str_value(path))
         # `critic` sorts after `actor_rollout_ref` (whose `model` is the first one): search on from there
         critic = data.find(b"'critic': {", path.end() if path is not None else max(model, pos), stop)
         cmodel = data.find(b"'model': {", critic, stop) if critic >= 0 else -1
-        models.append(_str_value(search_at_literal(_PATH, data, b"'path': ", cmodel, stop)) if cmodel >= 0 else None)
+        models.append(_str_value(_PATH.search(data, cmodel, stop)) if cmodel >= 0 else None)
     else:
-        models += [_str_value(search_at_literal(_PARTIAL, data, b"'partial_pretrain': ", model, stop)) if model >= 0 else None,
-                   _str_value(search_at_literal(_PATH, data, b"'path': ", model, stop)) if model >= 0 else None]
+        models += [_str_value(_PARTIAL.search(data, model, stop)) if model >= 0 else None,
+                   _str_value(_PATH.search(data, model, stop)) if model >= 0 else None]
     return HeadFields(exp, total, tuple(models), "rl" if rl else "sft", logger, max(end, 0), project)
 
 
@@ -279,9 +265,8 @@ _VAL_PREFIXES = (b"val-", b"val/test_score/")
 
 
 def _val_keys(data: bytes, lo: int, hi: int) -> list[bytes]:
-    """The validation keys of the last metric line in `data[lo:hi]` that has any (a regex pass
-    over that line, not over the window). One backwards search for `val` (a `val-` or
-    `val/test_score/` is one), not one per prefix."""
+    """The validation keys of the last metric line in `data[lo:hi]` that has any: found backwards
+    from each `val` (a `val-` or `val/test_score/`), the key regex run on that line only."""
     top = hi
     while (at := data.rfind(b"val", lo, hi)) >= 0:
         if not data.startswith(_VAL_PREFIXES, at, top):
@@ -318,7 +303,7 @@ def tail_fields(ends: LogHeadTail, progress: bool = True) -> TailFields:
             break
     total = tail_progress_total(data, lo, hi) if progress else None
     keys = tail_val_keys(data, lo, hi)
-    final = first_needle(data, (_FINAL,), lo, hi, b"F", tries=8) >= 0
+    final = data.find(_FINAL, lo, hi) >= 0
     if not final and at >= 0 and at - lo < FINAL_BEFORE and ends.tail_start > 0:
         more = ends.tail(ends.size - ends.tail_start + FINAL_BEFORE)  # prepends FINAL_BEFORE bytes (or fewer)
         added = len(more) - len(data)

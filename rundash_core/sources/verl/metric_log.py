@@ -10,13 +10,13 @@ docs/architecture.md#fast-paths). A metric line cut by another writer's output i
 `VerlLogTail` follows the file with a `ByteTail` (offset + identity, partial last line held back,
 replaced file re-read) and yields MetricStore rows `{"step": N, key: number, …}`, one per metric
 line, in file order. They carry no `producer` and no `time`: the store's defaults say "trainer"
-and "not known" (two more keys per row would push most rows into the next dict size). Nothing
-here touches process-wide state (garbage collector, signal handlers, warning filters): the app
-parses in every user's session. verl's `file` logger JSONL is read by
-`file_logger.FileLoggerTail` into the same rows.
+and "not known" (docs/architecture.md#fast-paths). Nothing here touches process-wide state
+(garbage collector, signal handlers, warning filters): the app parses in every user's session.
+verl's `file` logger JSONL is read by `file_logger.FileLoggerTail` into the same rows.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +29,31 @@ from rundash_core.sources.verl.problem_lines import CUT_MORE, CUT_NAMED, Located
 from rundash_core.sources.verl.val_prints import PPRINT as _PPRINT, read_pprint
 
 BLOCK_BYTES = 1 << 20
+_CONFIG = b"{'actor_rollout_ref'"
+
+
+def find_markers(data: bytes, cut: int) -> list[tuple[str, int]]:
+    """Resolved-config prints (`{'actor_rollout_ref'`) and validation pprints (`validation metrics:
+    {'`, at its `{`) starting in `data[:cut - 3]`, in file order. Both open a dict with `{'`: numpy
+    finds those, a byte check sorts them (docs/architecture.md#fast-paths)."""
+    arr = np.frombuffer(data, dtype=np.uint8, count=cut)
+    hits = np.flatnonzero(arr[: max(cut - 3, 0)] == 123)  # "{"
+    quoted = arr[hits + 1] == 39  # "{'"
+    config = quoted & (arr[hits + 2] == 97) & (arr[hits + 3] == 99)  # "{'ac"
+    pprint = quoted & (hits >= 2) & (arr[np.maximum(hits - 1, 0)] == 32) & (arr[np.maximum(hits - 2, 0)] == 58)
+    out = []
+    for at in hits[config | pprint].tolist():
+        if data.startswith(_CONFIG, at):
+            out.append(("config", at))
+        elif data.endswith(_PPRINT, 0, at + 1):
+            out.append(("pprint", at))
+    return out
+
+
+def find_markers_reference(data: bytes, cut: int) -> list[tuple[str, int]]:
+    found = [("config", m.start()) for m in re.finditer(re.escape(_CONFIG), data)]
+    found += [("pprint", m.end() - 2) for m in re.finditer(re.escape(_PPRINT + b"'"), data)]
+    return sorted((f for f in found if f[1] < cut - 3), key=lambda f: f[1])
 
 
 @dataclass
@@ -124,7 +149,7 @@ class VerlLogTail(LocatedProblems, ByteTail):
             cut = len(data)
         view = memoryview(data)
         pos = 0
-        for kind, at in self._markers(data, cut):
+        for kind, at in find_markers(data, cut):
             if kind == "config" and len(self.config_offsets) < 64:
                 line = data.rfind(b"\n", 0, at) + 1
                 self.config_offsets.append(start + (line if raw is None else line_start_in(raw, data, line)))
@@ -136,24 +161,6 @@ class VerlLogTail(LocatedProblems, ByteTail):
                 self._line_exact(data[line_start:line_end], data, start, rows)
                 pos = line_end + 1
         self._fast(view[pos:cut], data, start, rows)
-
-    @staticmethod
-    def _markers(data: bytes, cut: int) -> list[tuple[str, int]]:
-        """Resolved-config prints (`{'actor_rollout_ref'`) and validation pprints
-        (`validation metrics: {'`) in file order. Both open a dict with `{'`: numpy finds those
-        (CPython's `bytes.find` is slow for these needles), a byte check sorts them."""
-        arr = np.frombuffer(data, dtype=np.uint8, count=cut)
-        hits = np.flatnonzero(arr[: max(cut - 3, 0)] == 123)  # "{"
-        quoted = arr[hits + 1] == 39  # "{'"
-        config = quoted & (arr[hits + 2] == 97) & (arr[hits + 3] == 99)  # "{'ac"
-        pprint = quoted & (hits >= 2) & (arr[np.maximum(hits - 1, 0)] == 32) & (arr[np.maximum(hits - 2, 0)] == 58)
-        out = []
-        for at in hits[config | pprint].tolist():
-            if data.startswith(b"{'actor_rollout_ref'", at):
-                out.append(("config", at))
-            elif data.endswith(_PPRINT, 0, at + 1):
-                out.append(("pprint", at))
-        return out
 
     def _fast(self, block, data: bytes, start: int, rows: list[dict]) -> None:
         """The metric lines of a block without validation pprints (`parse_metric_block`), their

@@ -180,8 +180,8 @@ def read_overview_inputs(path: str, settled: bool = False) -> OverviewInputs | N
 
 
 def _stamp_seconds(stamp: bytes | None) -> float | None:
-    """`YYYY-MM-DD HH:MM:SS` (local time) → epoch seconds (strptime costs more than the rest of a
-    log's overview inputs)."""
+    """`YYYY-MM-DD HH:MM:SS` (local time) → epoch seconds, by slicing (not strptime:
+    docs/architecture.md#fast-paths)."""
     if stamp is None:
         return None
     y, mo, d, h, mi, s = (int(stamp[a:b]) for a, b in ((0, 4), (5, 7), (8, 10), (11, 13), (14, 16), (17, 19)))
