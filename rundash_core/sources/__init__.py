@@ -69,10 +69,13 @@ def child_dirs(detect: Callable[[str], bool]) -> Callable[[list[os.DirEntry]], l
     return find
 
 
-def _imported_on_call(module: str, name: str) -> Callable:
-    """`module.name`, imported when first called: the demo writers pull in the demo story, which
-    opening a run never needs."""
+def _demo_writer(module: str, name: str) -> Callable:
+    """The demo writer `module.name`, imported when first called: the writers pull in the demo
+    story (`rundash_core.demo`), which opening a run never needs. The demo package is imported
+    first: it imports every writer itself, and a writer imported on its own would meet it half
+    initialized."""
     def call(*args, **kwargs):
+        importlib.import_module("rundash_core.demo")
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"`{module}.{name}` (imported on first call)."
@@ -117,21 +120,21 @@ def __getattr__(name: str):
 register(Source("prime-rl", prime_rl.PrimeRLRun, prime_rl.is_run_dir, child_dirs(prime_rl.is_run_dir),
                 "prime-rl runs hold configs/, logs/, monitors/ or traces.jsonl", sections=prime_rl_sections.sections,
                 aliases=prime_rl_aliases.ALIASES, concepts=prime_rl_aliases.CONCEPTS,
-                demo=_imported_on_call("rundash_core.sources.prime_rl.demo_run", "write_rl_run")))
+                demo=_demo_writer("rundash_core.sources.prime_rl.demo_run", "write_rl_run")))
 register(Source("verl", verl.VerlRun, verl.is_run_file, verl.find_runs,
                 "verl runs are console logs (*.log, *.out) or file-logger JSONL ({\"step\": N, \"data\": {…}})",
                 sections=verl_sections.sections, aliases=verl_aliases.ALIASES, concepts=verl_aliases.CONCEPTS,
-                demo=_imported_on_call("rundash_core.sources.verl.demo_run", "write_verl_run")))
+                demo=_demo_writer("rundash_core.sources.verl.demo_run", "write_verl_run")))
 register(Source("swe-lego-rl", swe_lego_rl.SweLegoRLRun, swe_lego_rl.is_run_file, swe_lego_rl.find_runs,
                 "SWE-Lego-RL runs are verl console logs with harbor_trials/<project>/<exp>/step_N trial dirs",
                 # its metrics are a verl console log's: verl's sections, aliases and concepts
                 sections=verl_sections.sections, aliases=verl_aliases.ALIASES, concepts=verl_aliases.CONCEPTS,
-                demo=_imported_on_call("rundash_core.sources.swe_lego_rl.demo_run", "write_lego_run")),
+                demo=_demo_writer("rundash_core.sources.swe_lego_rl.demo_run", "write_lego_run")),
          before="verl")  # its logs are verl logs too: it claims the ones with trial dirs first
 register(Source("relax", relax.RelaxRun, relax.is_run_dir, child_dirs(relax.is_run_dir),
                 "Relax runs hold rollout_result/{train,eval}/<step>.jsonl", sections=relax_sections.SECTIONS,
                 aliases=relax_aliases.ALIASES, concepts=relax_aliases.CONCEPTS,
-                demo=_imported_on_call("rundash_core.sources.relax.demo_run", "write_relax_run")),
+                demo=_demo_writer("rundash_core.sources.relax.demo_run", "write_relax_run")),
          before="prime-rl")  # a Relax <save> may also hold logs/, which a prime-rl run dir does
 
 

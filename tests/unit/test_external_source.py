@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +171,13 @@ def test_without_its_tables_it_still_opens_but_is_neither_charted_compared_nor_c
     assert canonical_frame(KIND, rd.open_run(folder / "my-run").metrics()).empty
     at = open_page(monkeypatch, folder, "pages/metrics.py", {"run": "my-run"})  # no traceback
     assert section_labels(at) == [] and any("No section matches" in i.value for i in at.info)
+
+
+def test_a_built_in_source_carries_its_demo_writer(tmp_path):
+    """`Source.demo` writes a run its own kind then reads, in a fresh interpreter (the writer is
+    imported on the first call, where an import cycle would show)."""
+    code = ("import sys, time; from pathlib import Path; from rundash_core import sources; "
+            "print(sources.source_for('relax').demo(Path(sys.argv[1]), 'demo-relax', time.time()))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert rd.open_run(tmp_path / "demo-relax").kind == "relax"
