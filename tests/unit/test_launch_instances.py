@@ -1,11 +1,11 @@
-"""Adversarial review of the launcher (instances file, ports, hosts, roots, a server dying at start,
-SIGTERM) and of report rendering (links, images and raw HTML Markdown would still read, code
-detection, citations in URLs, front matter, the listing cache)."""
+"""The launcher's parts one at a time (`serve/launch.py`, `serve/instances.py`): the instances
+file garbled or written by launchers at once, a reused pid, ports (taken, not bound yet, IPv6),
+hosts, base paths, roots from the environment, a server dying at start, SIGTERM. The whole
+`rundash` command is test_launch.py."""
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -13,15 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from helpers import NEW_RUN, copy_run, make_rl_run
+from helpers import NEW_RUN, copy_run
 from rundash_core.serve import instances
 from rundash_core.serve import launch
-from rundash_core.views import reports
 from test_cli import _free_port, _plan
-from rundash_core.io import files
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +56,7 @@ def test_a_garbled_instances_file_or_a_directory_in_its_place_never_stops_a_laun
 
 
 def test_launchers_recording_at_once_lose_no_entry(tmp_path):
-    code = ("import os, sys; from rundash_core import instances; "
+    code = ("import os, sys; from rundash_core.serve import instances; "
             "instances.record(os.getpid(), f'http://localhost:{os.getpid()}/', ['/d']); sys.stdin.read()")
     procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, env=os.environ.copy())
              for _ in range(6)]
@@ -221,98 +218,3 @@ def test_sigterm_stops_the_server_and_leaves_no_instance_entry(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-# Reports --------------------------------------------------------------------------------------
-HOSTILE = {
-    "link across lines": "[click](\njavascript:alert(1))",
-    "label across lines": "[cl\nick](javascript:alert(1))",
-    "link with a (title)": "[x](javascript:alert(1) (title))",
-    "nested parentheses": "[x](javascript:alert((1)))",
-    "reference on the next line": "[r]:\njavascript:alert(4)\n\n[x][r]",
-    "reference with an escaped ]": "[a\\]b]: javascript:alert(4)\n\n[x][a\\]b]",
-    "reference image": "![alt][r]\n\n[r]: https://tracker.example/p.png",
-    "shortcut image": "![r]\n\n[r]: https://tracker.example/p.png",
-    "indented paragraph continuation": "text\n    <script>alert(1)</script>",
-    "indented line in a list": "- item\n\n    <img src=x onerror=alert(1)>",
-    "escaped backticks": "\\`<img src=x onerror=alert(1)>\\`",
-    "code span opened a line above": "`a\nb` <img src=x onerror=alert(1)> `c`",
-    "not a fence (backtick in info)": "```a`b\n<img src=x onerror=alert(1)>",
-    "fence ended with its list item": "- a\n\n  ```\n<img src=x onerror=alert(1)>\n```",
-    "entity-encoded scheme": "[x](&#106;avascript:alert(1))",
-    "mixed case": "[x](JaVaScRiPt:alert(1)) [y](VBScript:msgbox(1)) [z](data:text/html,x)",
-    "autolink": "<javascript:alert(1)>",
-    "tab in the scheme": "[x](java\tscript:alert(1)) [y](<java\tscript:alert(1)>)",
-    "entities for tags": "&lt;script&gt;alert(1)&lt;/script&gt; &#x3C;img src=x onerror=alert(1)&#x3E;",
-}
-
-
-def _html(md: str) -> str:
-    """How a CommonMark renderer reads the Markdown, with raw HTML on and every link target kept
-    (Streamlit sanitizes too; this checks that the Markdown itself is safe)."""
-    markdown_it = pytest.importorskip("markdown_it")
-    renderer = markdown_it.MarkdownIt("commonmark", {"html": True})
-    renderer.validateLink = lambda url: True
-    return renderer.render(md)
-
-
-@pytest.mark.parametrize("source", list(HOSTILE.values()), ids=list(HOSTILE))
-def test_markdown_reads_no_html_script_link_or_image_from_a_report(source):
-    html = _html(reports.safe_markdown(source, run_id="r", sample_ids={"abc123def"}))
-    assert not re.findall(r"<(?:script|img)\b", html), html
-    assert all(u.startswith(("https://", "http://", "mailto:", "#", "trajectory?", "metrics?"))
-               for u in re.findall(r'href="([^"]*)"', html)), html
-
-
-def test_what_is_safe_still_renders_as_written():
-    body = ("Intro `<think>` tag and ``a`b`` code.\n\n```python\nx = '<b>'\n```\n\n    indented <code>\n\n"
-            "[a](https://en.wikipedia.org/wiki/A_(b)) [rel](docs/x.md) [ok](\nhttps://x.com)\n\n"
-            "[r]:\n  https://y.com\n")
-    html = _html(reports.safe_markdown(body, run_id="r"))
-    assert "<code>&lt;think&gt;</code>" in html and "<code>a`b</code>" in html
-    assert "x = '&lt;b&gt;'" in html and "indented &lt;code&gt;" in html  # code shows the text as written
-    assert 'href="https://en.wikipedia.org/wiki/A_(b)"' in html and 'href="docs/x.md"' in html
-    assert 'href="https://x.com"' in html
-
-
-def test_citations_skip_bare_urls_and_ids_that_read_as_words_or_numbers():
-    md = reports.safe_markdown("see https://x.com/step_12/abc123def then step 4 and abc123def",
-                               run_id="r", sample_ids={"abc123def"})
-    assert "https://x.com/step_12/abc123def then" in md
-    assert "[step 4](trajectory?run=r&step=4)" in md and "[abc123def](trajectory?run=r&sample=abc123def)" in md
-    ids = reports.episode_ids(pd.DataFrame({"sample_id": ["answer", "1000000", "12-train-3", "ab1"]}))
-    assert ids == {"12-train-3"}
-
-
-def test_front_matter_block_titles_and_huge_titles(tmp_path):
-    assert reports.front_matter("---\ntitle: >\n  Folded\n  title\nauthor: a\n---\nbody")[0] == {
-        "title": "Folded title", "author": "a"}
-    run = make_rl_run(tmp_path, "r--m--0123abcd")
-    (run / "reports").mkdir()
-    (run / "reports" / "huge.md").write_text("---\ntitle: " + "T" * 100_000 + "\n---\nbody\n")
-    title = reports.read_report(str(run / "reports" / "huge.md")).title
-    assert 0 < len(title) <= reports.MAX_TITLE and title.startswith("TTT")
-
-
-def test_the_listing_reads_a_report_once_per_file_version(tmp_path):
-    run = make_rl_run(tmp_path, "r--m--0123abcd")
-    (run / "reports").mkdir()
-    path = run / "reports" / "a.md"
-    path.write_text("# First title\n")
-    assert reports.list_reports(str(run))["title"].tolist() == ["First title"]
-    st = path.stat()
-    path.write_text("# Other title\n")  # same size and mtime: the same version as far as stat tells
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert reports.list_reports(str(run))["title"].tolist() == ["First title"]  # from the cache
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    assert reports.list_reports(str(run))["title"].tolist() == ["Other title"]
-
-
-def test_a_report_linked_out_of_the_roots_is_not_listed(tmp_path):
-    run = make_rl_run(tmp_path / "root", "r--m--0123abcd")
-    (tmp_path / "secret.md").write_text("# Secret\n")
-    (run / "reports").mkdir()
-    (run / "reports" / "in.md").write_text("# In\n")
-    (run / "reports" / "out.md").symlink_to(tmp_path / "secret.md")
-    files.set_roots([tmp_path / "root"])
-    assert reports.list_reports(str(run))["name"].tolist() == ["in"]
