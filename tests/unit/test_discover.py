@@ -214,13 +214,13 @@ def _logs(folder, n, t=1_800_000_000.0):
 
 def _no_reads(monkeypatch):
     from rundash_core.sources.verl import config_text as verl_text
-    from rundash_core.sources.verl import overview as verl_summary
+    from rundash_core.sources.verl import overview as verl_overview
 
     def fail(*a, **k):
         raise AssertionError("discover read a log")
 
-    monkeypatch.setattr(verl_summary, "read_overview_inputs", fail)
-    monkeypatch.setattr(verl_summary, "read_range", fail)
+    monkeypatch.setattr(verl_overview, "read_overview_inputs", fail)
+    monkeypatch.setattr(verl_overview, "read_range", fail)
     monkeypatch.setattr(verl_text, "read_range", fail)
 
 

@@ -16,7 +16,7 @@ import rundash_core as rd
 from rundash_core.sources.verl import ends as verl_ends
 from rundash_core.sources.verl.overrides import HEAD_BYTES, head_config, parse_value
 from rundash_core.sources.verl.config_text import read_print, recover, tolerant
-from rundash_core.sources.verl import overview as verl_summary
+from rundash_core.sources.verl import overview as verl_overview
 
 from helpers import DATA
 
@@ -338,7 +338,7 @@ def _bytes_read(monkeypatch, path: Path) -> int:
         return data
 
     monkeypatch.setattr(verl_ends.os, "pread", counting)
-    verl_summary.read_overview_inputs(str(path))
+    verl_overview.read_overview_inputs(str(path))
     monkeypatch.setattr(verl_ends.os, "pread", real)
     return sum(read)
 
@@ -350,11 +350,11 @@ def test_the_card_searches_only_head_bytes_already_read(tmp_path, monkeypatch):
     without = write(tmp_path / "without.log", "#" * (len(TRACE) - 1) + "\n" + body)
     assert os.path.getsize(with_cmd) == os.path.getsize(without) > 1 << 20
     assert _bytes_read(monkeypatch, with_cmd) == _bytes_read(monkeypatch, without)
-    d = verl_summary.read_overview_inputs(str(with_cmd))
+    d = verl_overview.read_overview_inputs(str(with_cmd))
     assert (d.model, d.head.experiment, d.max_steps) == ("deepseek-ai/deepseek-llm-7b-chat", "ds7b-grpo-final", 3)
     # a command line beyond the head window is not looked for
     late = write(tmp_path / "late.log", "x" * 100 + "\n" + filler[: HEAD_BYTES + 1000] + TRACE + METRICS)
-    assert verl_summary.read_overview_inputs(str(late)).model is None
+    assert verl_overview.read_overview_inputs(str(late)).model is None
 
 
 # Hydra values ---------------------------------------------------------------------------------------

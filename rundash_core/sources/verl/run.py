@@ -9,7 +9,7 @@ starts that file over, so the steps before its first come from the log); a file-
 also be tracked on its own. The config is the resolved-config print in the
 log. A resumed run appended to the same log restarts its steps: each restart opens an attempt.
 
-The run card and the runs-list row are the log's one summary (`verl_summary.overview_inputs`).
+The run card and the runs-list row are the log's one summary (`overview.overview_inputs`).
 Subclasses (SWE-Lego-RL) reuse all of it; they only add what their extra files say.
 """
 from __future__ import annotations
