@@ -7,18 +7,25 @@ from __future__ import annotations
 import math
 import os
 import random
+from itertools import pairwise
 
 import pytest
 from helpers import DATA
 
 from rundash_core.sources.verl import ends as verl_ends
-from rundash_core.sources.verl.block_parse import (ValueEra, parse_metric_block,
-                                                   parse_metric_block_reference)
+from rundash_core.sources.verl.block_parse import (
+    ValueEra,
+    parse_metric_block,
+    parse_metric_block_reference,
+)
 from rundash_core.sources.verl.ends import first_needle, first_needle_reference
-from rundash_core.sources.verl.steps_before_tail import search_back, search_back_reference
 from rundash_core.sources.verl.metric_log import find_markers, find_markers_reference
 from rundash_core.sources.verl.overview import read_overview_inputs
 from rundash_core.sources.verl.steps import last_step_at, last_step_at_reference
+from rundash_core.sources.verl.steps_before_tail import (
+    search_back,
+    search_back_reference,
+)
 
 REAL_LOGS = sorted(p for folder in ("verl", "verl-public", "verl-resume", "verl-dumps", "lego", "lego-full", "lego-val")
                    for p in (DATA / folder).rglob("*") if p.suffix in (".log", ".out") and p.is_file())
@@ -54,7 +61,7 @@ def _same(got, want) -> None:
 
 def _pieces(data: bytes, cuts: list[int]):
     bounds = [0, *sorted(cuts), len(data)]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [data[a:b] for a, b in pairwise(bounds)]
 
 
 def _variants(data: bytes) -> dict[str, bytes]:
