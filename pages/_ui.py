@@ -5,6 +5,10 @@ st.dataframe or `md_escape`, never raw HTML.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
+
 import streamlit as st
 
 from rundash_core import streamlit_cache as sc
@@ -22,20 +26,84 @@ def all_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*dirs, *extra]))
 
 
+def navigation():
+    """The app's pages in sidebar order: app.py runs the one this returns. A session's first run
+    reruns from here, before any widget (`ensure_app_ran` says why)."""
+    nav = st.navigation([
+        st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+        st.Page("pages/metrics.py", title="Metrics", icon=":material/monitoring:"),
+        st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+        st.Page("pages/validation.py", title="Validation", icon=":material/verified:"),
+        st.Page("pages/config.py", title="Config", icon=":material/settings:"),
+        st.Page("pages/trajectory.py", title="Trajectory", icon=":material/route:"),
+        st.Page("pages/rollouts.py", title="Rollouts", icon=":material/stacked_bar_chart:"),
+        st.Page("pages/logs.py", title="Logs", icon=":material/article:"),
+        st.Page("pages/reports.py", title="Reports", icon=":material/description:"),
+        st.Page("pages/health.py", title="Health", icon=":material/health_and_safety:"),
+        st.Page("pages/ai_analysis.py", title="AI analysis", icon=":material/psychology:"),
+        st.Page("pages/import_run.py", title="Import", icon=":material/upload:"),
+        st.Page("pages/settings.py", title="Settings", icon=":material/tune:"),
+    ])
+    if not st.session_state.get("_navigated"):
+        st.session_state["_navigated"] = True
+        st.rerun()
+    return nav
+
+
+_in_app: contextvars.ContextVar[bool] = contextvars.ContextVar("rundash_in_app", default=False)
+
+
+@contextlib.contextmanager
+def app_run():
+    """app.py's script run (this run only: a context variable, reset when it ends)."""
+    token = _in_app.set(True)
+    try:
+        yield
+    finally:
+        _in_app.reset(token)
+
+
 def ensure_app_ran() -> None:
     """Make sure app.py (navigation, sidebar, run selection, the page's error handler) runs this
     page.
 
-    With a `pages/` folder next to app.py, Streamlit runs `pages/<name>.py` directly in its older
-    multipage mode until app.py has called `st.navigation` (a fresh server whose first request is
-    a page URL, a shared link). Such a run switches Streamlit to app.py's navigation (what
-    `st.navigation` itself does) and reruns, so the page opens the normal way."""
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if "_dirs" in st.session_state and not PagesManager.uses_pages_directory:
+    With a `pages/` folder next to app.py, Streamlit runs in its older multipage mode (the
+    folder's scripts as pages: a page link runs `pages/<name>.py` by itself) until some session
+    has called `st.navigation`; from then on the folder is ignored in every session (Streamlit's
+    docs, "Creating multipage apps using the pages/ directory"). On a fresh server, then, a
+    session's first run may be in that mode: app.py run as the folder's main page (its widgets
+    keyed apart from app.py's own: a form sent there would be lost) or, for a page link, the page
+    run alone. So app.py's first run in a session calls `st.navigation` (`navigation`: the
+    documented switch) and reruns before any widget; a page run without app.py does the same
+    here (the page asked for is among the app's pages, so it stays the one shown)."""
+    if _in_app.get():
         return
-    PagesManager.uses_pages_directory = False
+    navigation()
     st.rerun()
+
+
+def in_session(fn):
+    """`fn` with this server's allowed roots set first: for a widget callback, which Streamlit runs
+    before app.py, in a thread that may be new (the roots are per thread: `files`)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        sc.use_roots()
+        return fn(*args, **kwargs)
+    return call
+
+
+def fragment(fn=None, *, run_every=None):
+    """`st.fragment` for the pages: a fragment's rerun runs it alone, in a thread of its own, so it
+    sets the allowed roots first (`in_session`), and counts as app.py's run (app.py made it).
+    Used as `st.fragment` is."""
+    if fn is None:
+        return lambda f: fragment(f, run_every=run_every)
+
+    @functools.wraps(fn)
+    def body(*args, **kwargs):
+        with app_run():
+            return in_session(fn)(*args, **kwargs)
+    return st.fragment(body, run_every=run_every)
 
 
 def runs_list() -> "tuple":
@@ -216,7 +284,7 @@ def run_card(run: Run, *, compact: bool = False) -> None:
         return
     interval = (5.0 if compact else 1.0) if ov.status == "running" else None
 
-    @st.fragment(run_every=interval)
+    @fragment(run_every=interval)
     def _card() -> None:
         o = run.overview() if interval else ov  # the run's one summary: the runs list and the CLI read it too
         st.markdown(f"{'###' if compact else '##'} {md_escape(step_headline(o.step, o.max_steps))}")
@@ -247,7 +315,7 @@ def live_watch(run: Run, every_s: float = 10.0) -> None:
     except Exception:  # noqa: BLE001 - a reader failure is the page's to show, not the watcher's
         return
 
-    @st.fragment(run_every=every_s)
+    @fragment(run_every=every_s)
     def watch() -> None:
         try:
             if (run.overview().status == "running") != (seen == "running"):

@@ -22,7 +22,7 @@ REFRESH_S = 30.0  # health rules read minutes of metrics: a refresh per half-min
 live = run.overview().status == "running"
 
 
-@st.fragment(run_every=REFRESH_S if live else None)
+@_ui.fragment(run_every=REFRESH_S if live else None)
 def health_view() -> None:
     """The findings and the check-in entry as of now; re-read every REFRESH_S while the run runs."""
     now = time.time()

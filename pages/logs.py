@@ -91,14 +91,14 @@ def _pane_body(key: str, paths: list[str], show_component: bool, height: int) ->
     c_count, c_older = st.columns([4, 1])
     c_count.caption(logview.count_label(len(frame)) + (f" · {logview.per_component(frame)}" if show_component else ""))
     if any(v > 0 for v in state["older"].values()):
-        c_older.button("Load older", key=f"{key}_older", on_click=_load_older, args=(key, paths),
+        c_older.button("Load older", key=f"{key}_older", on_click=_ui.in_session(_load_older), args=(key, paths),
                        icon=":material/history:")
 
 
 def pane(key: str, paths: list[str], *, show_component: bool, height: int = logview.PANE_HEIGHT) -> None:
     """One scrolling pane; while following, only it refreshes (appended bytes only)."""
     shown.append(_pane_state(key, paths)["frame"])
-    st.fragment(_pane_body, run_every=FOLLOW_S if live and follow else None)(key, paths, show_component, height)
+    _ui.fragment(_pane_body, run_every=FOLLOW_S if live and follow else None)(key, paths, show_component, height)
 
 
 def _toggle_max(entry: str | None) -> None:

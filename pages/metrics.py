@@ -101,7 +101,7 @@ if x == X_TIME and index.time_estimated:
     st.caption(f"Estimated wall time: {ESTIMATED_NOTE}.")
 
 
-@st.fragment(run_every=None if paused else 5.0)
+@_ui.fragment(run_every=None if paused else 5.0)
 def charts() -> None:
     """Re-reads only appended bytes on every tick while the run is running and not paused; a run
     that stops meanwhile switches the page out of live mode."""

@@ -27,7 +27,7 @@ with c2:
 st.markdown("#### Cache")
 
 
-@st.fragment(run_every=5)
+@_ui.fragment(run_every=5)
 def _cache_stats() -> None:
     """Live: refreshed every few seconds while the page is open."""
     stats = cache.shared.stats()

@@ -52,7 +52,7 @@ def _stream_grew() -> bool:
         return False
 
 
-@st.fragment(run_every=1.0 if live else None)
+@_ui.fragment(run_every=1.0 if live else None)
 def _in_flight() -> None:
     """Episodes still being generated, read-only; re-read every second while the run is running."""
     if live and _stream_grew():

@@ -30,12 +30,24 @@ def demo_dir() -> str:
 
 def startup() -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     """(dirs, allowed roots, is_demo) for this server: `app.py -- DIR...`, RUNDASH_DIRS, or demo.
-    Every read of the core is then limited to the allowed roots."""
-    argv = tuple(sys.argv[1:]) if os.path.basename(sys.argv[0]) == "app.py" else ()
-    env = tuple(os.environ.get(k, "") for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"))
-    dirs, roots, is_demo = _startup(argv, env)
+    Every read of this script run is then limited to the allowed roots (`use_roots`)."""
+    dirs, roots, is_demo = _server()
     files.set_roots(settings.read_roots(roots))  # (+ rundash's own imports folder)
     return dirs, roots, is_demo
+
+
+def use_roots() -> None:
+    """Limit this thread's reads to the server's allowed roots. The roots are a context variable
+    (`files`), and Streamlit runs every script run, fragment rerun and widget callback in a thread
+    that starts without them: app.py sets them through `startup`, `pages._ui.in_session` for the
+    rest."""
+    files.set_roots(settings.read_roots(_server()[1]))
+
+
+def _server() -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    argv = tuple(sys.argv[1:]) if os.path.basename(sys.argv[0]) == "app.py" else ()
+    env = tuple(os.environ.get(k, "") for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"))
+    return _startup(argv, env)
 
 
 @st.cache_resource(show_spinner=False)

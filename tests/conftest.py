@@ -25,15 +25,14 @@ def parsed(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Parsed state lives in a process-wide cache, and the app sets the allowed roots for the
-    process: every test starts and ends without either."""
+    """Parsed state lives in a process-wide cache: every test starts and ends without it. The
+    allowed roots a test sets (`files.set_roots`, a context variable) end with the test."""
     from rundash_core.io import files
 
     cache.shared.clear()
-    files.set_roots(None)
-    yield
+    with files.restricted_to(None):
+        yield
     cache.shared.clear()
-    files.set_roots(None)
 
 
 @pytest.fixture

@@ -4,8 +4,13 @@ Every reader in rundash goes through these helpers so that a missing file, a bro
 symlink loop or a directory where a file was expected becomes a value (or a named error), never a
 traceback, and so that nothing is ever opened for writing.
 
-Allowed roots: when they are set (`set_roots`, or the `RUNDASH_ROOTS` environment variable; the app
-always sets them), a path is read only if it resolves, symlinks followed, inside one of them. The
+Allowed roots: when they are set (`restricted_to`/`set_roots`, else the `RUNDASH_ROOTS` environment
+variable; the app always sets them), a path is read only if it resolves, symlinks followed, inside
+one of them. They live in a context variable, not a module global: one caller's roots (a session's
+script run, a test, a notebook, the TUI) are never another's. A thread starts without any (Python
+gives a new thread an empty context): who reads in a thread of its own sets them there; Streamlit
+runs each script run, fragment rerun and widget callback in such a thread, so
+`streamlit_cache.use_roots` sets them at each (app.py, `pages._ui.in_session`). The
 check happens at every open, and again on the opened file (a link swapped after discovery, or
 between the check and the open, is caught); what is refused reads as a problem "links outside the
 allowed roots". Only regular files are read: a FIFO or a device named like a run file is never
@@ -44,23 +49,36 @@ class FileId:
 
 OUTSIDE_ROOTS = "links outside the allowed roots"
 NOT_REGULAR = "not a regular file"  # a FIFO, device or folder named like a run file is never read
-_roots: tuple[str, ...] | None = None  # real paths; None: not set (then RUNDASH_ROOTS, if any)
+# real paths; None: not set in this context (then RUNDASH_ROOTS, if any)
+_roots: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar("rundash_roots", default=None)
 
 
 class OutsideRoots(PermissionError):
     """A path that resolves outside the allowed roots."""
 
 
-def set_roots(roots: list[str | os.PathLike] | None) -> None:
-    """Restrict every read to paths under `roots` (None: back to `RUNDASH_ROOTS`, or no limit)."""
-    global _roots
-    _roots = None if roots is None else tuple(os.path.realpath(os.path.expanduser(os.fspath(r))) for r in roots)
+def set_roots(roots: list[str | os.PathLike] | None) -> contextvars.Token:
+    """Restrict the reads of the current context (this thread or asyncio task, and the tasks it
+    starts) to paths under `roots` (None: back to `RUNDASH_ROOTS`, or no limit). For an entry point
+    that owns its context (a script run's thread); elsewhere `restricted_to` undoes it after."""
+    return _roots.set(None if roots is None else tuple(os.path.realpath(os.path.expanduser(os.fspath(r)))
+                                                         for r in roots))
+
+
+@contextlib.contextmanager
+def restricted_to(roots: list[str | os.PathLike] | None):
+    """Within this block (this context only), reads are limited to `roots`; the roots before after."""
+    token = set_roots(roots)
+    try:
+        yield
+    finally:
+        _roots.reset(token)
 
 
 def allowed_roots() -> tuple[str, ...] | None:
-    """The roots in force: set_roots(), else RUNDASH_ROOTS (os.pathsep separated), else None."""
-    if _roots is not None:
-        return _roots
+    """The roots in force here: set_roots(), else RUNDASH_ROOTS (os.pathsep separated), else None."""
+    if (roots := _roots.get()) is not None:
+        return roots
     return tuple(os.path.realpath(os.path.expanduser(r)) for r in env_roots()) or None
 
 

@@ -44,8 +44,8 @@ def main(argv: list[str]) -> int:
     if error:
         print(f"rundash tui: --mask-str: {error}", file=sys.stderr)
         return 2
-    files.set_roots(allowed_roots(dirs))
     from rundash_core.tui.app import RundashApp
 
-    RundashApp(dirs, mask=mask).run()
+    with files.restricted_to(allowed_roots(dirs)):  # (its asyncio tasks inherit them)
+        RundashApp(dirs, mask=mask).run()
     return 0

@@ -31,9 +31,9 @@ BASE = "/rd"
 
 
 def nav_pages() -> list[tuple[str, str, bool]]:
-    """(url path, title, default) of every page in app.py's navigation list, in order."""
-    pages = re.findall(r'st\.Page\("pages/(\w+)\.py",\s*title="([^"]+)"([^)]*)\)', (ROOT / "app.py").read_text())
-    assert pages, "no st.Page in app.py"
+    """(url path, title, default) of every page in the navigation list (`pages/_ui.py`), in order."""
+    pages = re.findall(r'st\.Page\("pages/(\w+)\.py",\s*title="([^"]+)"([^)]*)\)', (ROOT / "pages" / "_ui.py").read_text())
+    assert pages, "no st.Page in pages/_ui.py"
     return [(stem, title, "default=True" in rest) for stem, title, rest in pages]
 
 

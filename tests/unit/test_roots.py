@@ -12,6 +12,7 @@ import pytest
 import rundash_core as rd
 from helpers import NEW_METRICS, NEW_RUN, copy_run, DATA
 from rundash_core.io import files
+from rundash_core.settings import check_added_dir
 
 SECRET = "TOP-SECRET-OUTSIDE"
 
@@ -21,9 +22,8 @@ def roots(tmp_path):
     root, outside = tmp_path / "root", tmp_path / "outside"
     root.mkdir()
     outside.mkdir()
-    files.set_roots([root])
-    yield root, outside
-    files.set_roots(None)
+    with files.restricted_to([root]):
+        yield root, outside
 
 
 def _text_of(run) -> str:
@@ -122,3 +122,107 @@ def test_without_roots_a_notebook_reads_what_its_user_can(tmp_path, monkeypatch)
     monkeypatch.setenv("RUNDASH_ROOTS", str(tmp_path / "root"))  # a notebook can set them
     with pytest.raises(rd.RunError, match="outside the allowed roots"):
         rd.open_run(tmp_path / "root" / "linked")
+
+
+def test_two_threads_with_their_own_roots_each_read_only_under_theirs(tmp_path, monkeypatch):
+    """Two sessions of one server (each a thread) with different roots: each opens its run and is
+    refused the other's, at the same time; the caller's own context keeps no roots at all."""
+    import threading
+
+    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
+    a, b = copy_run(NEW_RUN, tmp_path / "a"), copy_run(NEW_RUN, tmp_path / "b")
+    both_set, seen = threading.Barrier(2), {}
+
+    def session(name, mine, other):
+        files.set_roots([mine.parent])  # as a script run's thread does (`streamlit_cache.use_roots`)
+        both_set.wait()  # the other thread has set its roots by now
+        try:
+            rd.open_run(other)
+            refused = False
+        except rd.RunError as e:
+            refused = "outside the allowed roots" in str(e)
+        seen[name] = (files.allowed_roots(), len(rd.open_run(mine).metrics()) > 0, refused)
+
+    threads = [threading.Thread(target=session, args=("a", a, b)), threading.Thread(target=session, args=("b", b, a))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert seen["a"] == ((os.path.realpath(tmp_path / "a"),), True, True)
+    assert seen["b"] == ((os.path.realpath(tmp_path / "b"),), True, True)
+    assert files.allowed_roots() is None  # nothing leaked into this thread
+
+
+def test_restricted_to_ends_with_its_block(tmp_path, monkeypatch):
+    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
+    with files.restricted_to([tmp_path]):
+        assert files.allowed_roots() == (os.path.realpath(tmp_path),)
+        assert not files.inside_roots("/etc/hostname")
+    assert files.allowed_roots() is None and files.inside_roots("/etc/hostname")
+
+
+def test_a_fragment_or_callback_in_a_fresh_thread_reads_under_the_servers_roots(tmp_path, monkeypatch):
+    """Streamlit runs a fragment's rerun and a widget callback without app.py, in a thread that
+    starts with no roots: the pages' wrappers set the server's there, and no page uses a bare
+    `st.fragment`."""
+    import threading
+
+    from pages import _ui
+
+    monkeypatch.setenv("RUNDASH_DIRS", str(tmp_path))
+    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
+    seen = []
+    thread = threading.Thread(target=_ui.in_session(lambda: seen.append(files.allowed_roots())))
+    thread.start()
+    thread.join(60)
+    assert seen and seen[0][0] == os.path.realpath(tmp_path)
+    pages = Path(__file__).resolve().parents[2] / "pages"
+    bare = [p.name for p in pages.glob("*.py") if p.name != "_ui.py" and "st.fragment(" in p.read_text()]
+    assert bare == []
+
+
+# Hostile paths: a link swapped before the open, directories typed in the add box ----------------
+def test_a_link_swapped_between_the_check_and_the_open_is_refused(tmp_path, monkeypatch):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "inside.log").write_text("fine\n")
+    (outside / "secret").write_text("TOP-SECRET\n")
+    link = root / "run.log"
+    os.symlink(root / "inside.log", link)
+    files.set_roots([root])
+    real_check = files.check_inside
+
+    def check_then_swap(path):
+        real_check(path)  # passes: the link points inside
+        os.remove(link)
+        os.symlink(outside / "secret", link)  # swapped before the open
+
+    monkeypatch.setattr(files, "check_inside", check_then_swap)
+    with pytest.raises(files.OutsideRoots, match="outside the allowed roots"):
+        with files.open_file(link) as fh:
+            fh.read()
+    monkeypatch.setattr(files, "check_inside", real_check)
+    with pytest.raises(files.OutsideRoots):
+        files.read_text(link)
+    os.remove(link)
+    os.symlink(root / "inside.log", link)
+    assert files.read_text(link) == "fine\n"
+
+
+def test_hostile_directory_paths_are_refused_against_the_roots(tmp_path, monkeypatch):
+    base = tmp_path / "data"
+    root = base / "runs"
+    (root / "ok").mkdir(parents=True)
+    (base / "runs-evil" / "x").mkdir(parents=True)
+    os.symlink(root, tmp_path / "root-link")
+    os.symlink(base / "runs-evil", root / "dir-link-out")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for roots in ([f"{root}/"], [str(tmp_path / "root-link")]):  # a trailing slash; a root that is a link
+        for bad in [str(base / "runs-evil" / "x"), f"{root}/../runs-evil/x", str(root / "dir-link-out"), "~",
+                    "~/data/runs-evil", f"{root}/ok\x00", f"{root}/%2e%2e/runs-evil", f"{root}/%252e%252e/runs-evil",
+                    f"{root}/" + "a/" * 3000, str(root).upper(), "/proc/self/cwd", "../../.."]:
+            full, error = check_added_dir(bad, roots)
+            assert full is None and error, (roots, bad)
+        assert check_added_dir(f"{root}/ok/", roots) == (str(root / "ok"), None)
+        assert check_added_dir("~/data/runs/ok", roots) == (str(root / "ok"), None)
