@@ -2,10 +2,9 @@
 
 No textual or rich here: a `Doc` is plain text plus style spans (start, end, style name), which the
 terminal app turns into a `rich.text.Text` (never markup, so run text is shown literally). The
-highlighting rules are the Relax viewer's (`formats/relax.md` 6.1): chat-template special tokens,
-`<tools>`/`<tool_call>` blocks, `<answer>`, `<think>` content, and in a response, when there is no
-complete `<think>…</think>` pair but a `</think>`, everything before it is thinking (the template
-pre-filled the opening tag). Tags are paired in one linear scan, so no text can make it slow.
+highlighting rules are the Relax viewer's (`formats/relax.md` 6.1): chat-template special tokens
+here; the `<think>`, tool-call, `<tools>` and `<answer>` blocks are the web view's segments
+(`views.transcript_markup.segments`, one linear scan), styled for a terminal.
 """
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 
 from rundash_core.logs.line import ANSI
 from rundash_core.safety.user_regex import UserPattern, compile_user_pattern
+from rundash_core.views import transcript_markup
 
 # The Relax TUI's default `--mask-str`: long runs of multimodal placeholder tokens become `*`s.
 DEFAULT_MASK = r"<\|image_pad\|>|<\|imgpad\|>|<\|audio_comp_pad\|>"
@@ -24,8 +24,7 @@ MAX_FIELD_CHARS = 200_000  # one field shown per sample; the rest is said, not d
 STYLES = ("role", "heading", "label", "special", "role_word", "vision", "pad", "token", "tool", "answer",
           "think", "match", "muted", "error")
 _SPECIAL = re.compile(r"<\|([A-Za-z0-9_]{1,40})\|>")
-_TAG = re.compile(r"<(/?)(think|tools|tool_call|answer)>")
-_BLOCK_STYLE = {"think": "think", "tools": "tool", "tool_call": "tool", "answer": "answer"}
+_BLOCK_STYLE = {"think": "think", "tools": "tool", "tool_call": "tool", "tool_response": "tool", "answer": "answer"}
 _ROLE_WORD = re.compile(r"[A-Za-z_]{1,20}")
 # terminal escapes (`logs.line.ANSI`) and control characters other than newline and tab:
 # run text must not move the cursor, retitle the window or colour the screen
@@ -74,26 +73,14 @@ def special_spans(text: str, offset: int = 0) -> list[tuple[int, int, str]]:
 
 
 def block_spans(text: str, *, response: bool = False, offset: int = 0) -> list[tuple[int, int, str]]:
-    """`<think>`, `<tools>`, `<tool_call>`, `<answer>` blocks, tags included (an unclosed block runs
-    to the end); in a response with a `</think>` but no complete pair, the text before it."""
-    out = []
-    open_at: dict[str, int] = {}
-    prefilled: tuple[int, int, str] | None = None  # the closing-only rule's span
-    complete_think = False
-    for m in _TAG.finditer(text):
-        closing, name = m.group(1) == "/", m.group(2)
-        if not closing:
-            open_at.setdefault(name, m.start())
-        elif name in open_at:
-            out.append((offset + open_at.pop(name), offset + m.end(), _BLOCK_STYLE[name]))
-            complete_think |= name == "think"
-        elif name == "think" and prefilled is None:
-            prefilled = (offset, offset + m.end(), "think")
-    for name, start in open_at.items():
-        out.append((offset + start, offset + len(text), _BLOCK_STYLE[name]))
-    if response and prefilled is not None and not complete_think:
-        out.append(prefilled)
-    return sorted(out)
+    """The think / tool / answer blocks of `transcript_markup.segments` (the one segmenter, web
+    and terminal alike) as style spans, tags included."""
+    out, pos = [], offset
+    for seg in transcript_markup.segments(text, response=response):
+        if seg.kind in _BLOCK_STYLE:
+            out.append((pos, pos + len(seg.text), _BLOCK_STYLE[seg.kind]))
+        pos += len(seg.text)
+    return out
 
 
 def search_spans(text: str, query: str | None, offset: int = 0) -> list[tuple[int, int, str]]:

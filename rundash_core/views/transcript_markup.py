@@ -1,8 +1,11 @@
 """Plain prompt / response strings (Relax rows, verl dumps) split into what a reader tells apart:
-chat-template markup (`<|im_start|>user`, `<|im_end|>`, `[INST]`, ...), `<think>` blocks, tool calls
-and tool responses, and noise masked by a user regex (default: multimodal pad tokens, whose runs
-collapse into `<|image_pad|>×576`). `to_html` renders the segments as escaped, coloured spans: every
-byte of run text goes through `html.escape`, so no markup from a model can become live HTML.
+chat-template markup (`<|im_start|>user`, `<|im_end|>`, `[INST]`, ...), `<think>` blocks, tool calls,
+tool responses, `<tools>` and `<answer>` blocks, and noise masked by a user regex (default: multimodal
+pad tokens, whose runs collapse into `<|image_pad|>×576`). The one segmenter of both views: `to_html`
+renders the segments as escaped, coloured spans (every byte of run text goes through `html.escape`,
+so no markup from a model can become live HTML), the terminal view styles the same segments
+(`tui.highlight.block_spans`). In a response with a `</think>` but no complete `<think>…</think>`
+pair, everything up to that tag is thinking: the template pre-filled the opening tag (formats/relax.md 6.1).
 
 Which messages a transcript shows as entries: a tool result once, under its call (not again as a
 message of its own); a short entry open, a long one collapsed.
@@ -17,20 +20,26 @@ from rundash_core.frames import Message
 from rundash_core.safety.user_regex import UserPattern
 
 DEFAULT_MASK = r"<\|(?:image_pad|video_pad|imgpad|audio_comp_pad|audio_pad)\|>"
-_BLOCKS = {"think": "think", "tool_call": "tool_call", "tool_response": "tool_response"}
+_BLOCKS = {"think": "think", "tool_call": "tool_call", "tool_response": "tool_response", "tools": "tools",
+           "answer": "answer"}
 # built-in (not user) patterns: bounded alternatives and lazy bodies, linear on any input
 _MARKUP = (r"<\|im_start\|>[A-Za-z_]{0,20}|<\|start_header_id\|>[A-Za-z_]{0,20}<\|end_header_id\|>"
            r"|<\|[A-Za-z0-9_.:-]{1,40}\|>|<｜[^｜\n]{1,40}｜>|\[/?(?:INST|SYSTEM_PROMPT|TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS)\]"
-           r"|</?s>|</?(?:think|tool_call|tool_response|tools)>")
+           r"|</?s>|</?(?:think|tool_call|tool_response|tools|answer)>")
 _TOKEN = re.compile("|".join(f"(?P<{k}><{t}>.*?(?:</{t}>|\\Z))" for k, t in _BLOCKS.items()) + f"|(?P<markup>{_MARKUP})",
                     re.DOTALL)
-KINDS = ("text", "markup", "think", "tool_call", "tool_response", "masked")
-LABELS = {"think": "think", "tool_call": "tool call", "tool_response": "tool response"}
+KINDS = ("text", "markup", "think", "tool_call", "tool_response", "tools", "answer", "masked")
+BLOCK_KINDS = tuple(_BLOCKS)
+LABELS = {"think": "think", "tool_call": "tool call", "tool_response": "tool response", "tools": "tools",
+          "answer": "answer"}
+_THINK, _END_THINK = "<think>", "</think>"
 _STYLE = {
     "markup": "color:#8b8bff;font-weight:600",
     "think": "color:#9a9a9a;font-style:italic;background:rgba(150,150,150,.10)",
     "tool_call": "color:#2e9e5b;background:rgba(46,158,91,.10)",
     "tool_response": "color:#c47f17;background:rgba(196,127,23,.10)",
+    "tools": "color:#2e9e5b;background:rgba(46,158,91,.06)",
+    "answer": "color:#0969da;background:rgba(9,105,218,.10)",
     "masked": "color:#b05fd0;background:rgba(176,95,208,.12);border-radius:3px;padding:0 2px",
 }
 
@@ -69,11 +78,14 @@ def mask_noise(text: str, mask: UserPattern | None) -> str:
     return "".join(out) + text[pos:]
 
 
-def segments(text: str | None, mask: UserPattern | None = None) -> list[Segment]:
+def segments(text: str | None, mask: UserPattern | None = None, *, response: bool = False) -> list[Segment]:
     """`text` as consecutive segments (joined, they give `mask_noise(text)`): masked runs first
-    (a block cut by a masked run is closed there), then blocks and markup in the rest."""
+    (a block cut by a masked run is closed there), then blocks and markup in the rest. `response`:
+    a `</think>` without a complete pair makes the text up to it one think segment."""
     text = text or ""
-    out: list[Segment] = []
+    cut = _prefilled_think_end(text) if response else 0
+    out: list[Segment] = [Segment("think", mask_noise(text[:cut], mask))] if cut else []
+    text = text[cut:]
     pos = 0
     for start, end, label in masked_runs(text, mask):
         out += _split(text[pos:start])
@@ -81,6 +93,17 @@ def segments(text: str | None, mask: UserPattern | None = None) -> list[Segment]
         pos = end
     out += _split(text[pos:])
     return out
+
+
+def _prefilled_think_end(text: str) -> int:
+    """Where a response's pre-filled thinking ends (after its first `</think>`), or 0."""
+    close = text.find(_END_THINK)
+    if close < 0:
+        return 0
+    opened = text.find(_THINK)
+    if opened >= 0 and text.find(_END_THINK, opened) >= 0:  # a complete pair: the tags say it all
+        return 0
+    return close + len(_END_THINK)
 
 
 def _split(text: str) -> list[Segment]:

@@ -68,3 +68,24 @@ def test_html_escapes_every_run_character():
     import re
     assert set(re.findall(r"<(\w+)", out)) <= {"span", "div"}
     assert out.count('class="rd-think"') == 1 and out.count('class="rd-tool_call"') == 1
+
+
+def test_one_segmenter_for_the_web_and_the_terminal():
+    """The TUI's think / tool / answer spans are the web segments (on a real Relax row and crafted
+    strings), and both apply the pre-filled `</think>` rule to a response only."""
+    from rundash_core.tui import highlight as hl
+    row = json.loads(RELAX.read_text().splitlines()[0])
+    crafted = "<think>plan</think>ok <tool_call>{}</tool_call> <answer>42</answer> <tools>[]</tools>"
+    for text in (row["prompt"], row["response"], crafted, "the template opened it</think>The answer"):
+        for response in (False, True):
+            blocks, pos = [], 0
+            for p in tm.segments(text, response=response):
+                if p.kind in tm.BLOCK_KINDS:
+                    blocks.append((pos, pos + len(p.text)))
+                pos += len(p.text)
+            assert [(a, b) for a, b, _ in hl.block_spans(text, response=response)] == blocks
+    assert _kinds(tm.segments(crafted)) == ["think", "text", "tool_call", "text", "answer", "text", "tools"]
+    pre = tm.segments("opened</think>So 3", response=True)
+    assert [(p.kind, p.text) for p in pre] == [("think", "opened</think>"), ("text", "So 3")]
+    assert _kinds(tm.segments("opened</think>So 3")) == ["text", "markup", "text"]  # a prompt: tags only
+    assert _kinds(tm.segments("x</think> <think>real</think>", response=True)) == ["text", "markup", "text", "think"]
