@@ -24,9 +24,9 @@ def _text_block(text: str, *, language: str = "text") -> None:
     st.code(text or " ", language=language, wrap_lines=True, height=BOX_PX if len(text or "") > LONG_CHARS else "content")
 
 
-def _markup_block(text: str, mask) -> None:
+def _markup_block(text: str, mask, *, response: bool = False) -> None:
     """Highlighted segments (escaped HTML) in a fixed-height box, the raw text copyable below."""
-    parts = tm.segments(text, mask)
+    parts = tm.segments(text, mask, response=response)
     found = tm.counts(parts)
     if found:
         st.caption(" · ".join(f"{n} {tm.LABELS.get(k, k).replace('_', ' ')}" for k, n in found.items()))
@@ -77,7 +77,7 @@ def transcript(episode: Episode) -> None:
                 with st.expander("Reasoning", expanded=expand_all):
                     _text_block(m.reasoning)
             if m.content and highlight and tm.has_markup(m.content):
-                _markup_block(m.content, mask)
+                _markup_block(m.content, mask, response=m.role == "assistant")
             elif m.content:
                 _text_block(m.content)
             for c in m.tool_calls:
