@@ -17,7 +17,7 @@ from playwright.sync_api import expect, sync_playwright
 
 import rundash_core as rd
 
-from helpers import DATA, REPO
+from helpers import DATA, NEW_RUN, REPO, copy_run
 
 ROOT = REPO
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
@@ -239,3 +239,31 @@ def test_live_charts_grow_until_paused(browser, tmp_path):
 def _serve_demo(tmp_path: Path) -> tuple[subprocess.Popen, str]:
     """The app with no directory: it writes the built-in demo (and its live writer) to the cache dir."""
     return _serve(None, {"RUNDASH_CACHE_DIR": str(tmp_path)})
+
+
+def test_the_sidebar_add_box_shows_a_refused_path_as_text_not_markdown(tmp_path):
+    """In a real browser (AppTest does not submit this form): a path typed in the box comes back
+    in the refusal as text, never as a link or an image fetched from elsewhere."""
+    copy_run(NEW_RUN, tmp_path / "outputs")
+    proc, url = _serve(tmp_path / "outputs", {"RUNDASH_ROOTS": str(tmp_path / "outputs"),
+                                              "RUNDASH_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            ctx, page, dialogs = _page(browser)
+            page.goto(url)
+            sidebar = page.get_by_test_id("stSidebar")
+            sidebar.get_by_text("Directories").click()
+            sidebar.get_by_label("Add a directory").fill(
+                "/elsewhere/[click me](http://evil.example/x) ![t](http://evil.example/t.png) **bold**")
+            sidebar.get_by_role("button", name="Add").click()
+            expect(sidebar.get_by_text("outside the allowed roots")).to_be_visible(timeout=30000)
+            expect(sidebar.get_by_text("[click me](", exact=False)).to_be_visible()  # literally, as typed
+            expect(sidebar.get_by_text("**bold**", exact=False)).to_be_visible()
+            assert page.locator("a[href*='evil.example']").count() == 0
+            assert page.locator("img[src*='evil.example']").count() == 0 and dialogs == []
+            ctx.close()
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)

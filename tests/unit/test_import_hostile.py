@@ -1,6 +1,8 @@
-"""Security review of a shared instance: hostile bundles on the Import page and hostile paths
-against the allowed roots. Each refusal is an `ImportRefused` / `OutsideRoots` with a message
-(never another exception), and a refused bundle leaves nothing in the cache folder."""
+"""Hostile bundles against the importer (`safety/importer.py`) and the Import page: names with
+control characters, clashes, depth, member caps, encryption, corrupt archives, headers claiming
+gigabytes, two sessions importing at once. Each refusal is an `ImportRefused` with a message
+(never another exception), and a refused bundle leaves nothing in the cache folder. (Ordinary
+imports: test_import.py; hostile paths against the roots: test_roots.py.)"""
 from __future__ import annotations
 
 import gzip
@@ -16,8 +18,6 @@ import pytest
 
 from helpers import NEW_RUN, copy_run, REPO
 from rundash_core.safety import importer
-from rundash_core.io import files
-from rundash_core.settings import check_added_dir
 
 APP = REPO / "app.py"
 
@@ -26,8 +26,6 @@ APP = REPO / "app.py"
 def _cache(monkeypatch, tmp_path):
     monkeypatch.setenv("RUNDASH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("RUNDASH_IMPORT_MAX_MB", raising=False)
-    yield
-    files.set_roots(None)
 
 
 def _zip(entries: list[tuple[str, bytes]]) -> bytes:
@@ -202,84 +200,6 @@ def test_two_sessions_importing_the_same_bundle_at_once_get_one_snapshot(tmp_pat
     [folder] = set(results)  # the same snapshot for everyone, no error
     assert isinstance(folder, Path) and len(list((folder / "run").iterdir())) == 200
     assert [p.name for p in (tmp_path / "cache" / "imports").iterdir()] == [folder.name]  # no temp folder left
-
-
-def test_a_link_swapped_between_the_check_and_the_open_is_refused(tmp_path, monkeypatch):
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    root.mkdir()
-    outside.mkdir()
-    (root / "inside.log").write_text("fine\n")
-    (outside / "secret").write_text("TOP-SECRET\n")
-    link = root / "run.log"
-    os.symlink(root / "inside.log", link)
-    files.set_roots([root])
-    real_check = files.check_inside
-
-    def check_then_swap(path):
-        real_check(path)  # passes: the link points inside
-        os.remove(link)
-        os.symlink(outside / "secret", link)  # swapped before the open
-
-    monkeypatch.setattr(files, "check_inside", check_then_swap)
-    with pytest.raises(files.OutsideRoots, match="outside the allowed roots"):
-        with files.open_file(link) as fh:
-            fh.read()
-    monkeypatch.setattr(files, "check_inside", real_check)
-    with pytest.raises(files.OutsideRoots):
-        files.read_text(link)
-    os.remove(link)
-    os.symlink(root / "inside.log", link)
-    assert files.read_text(link) == "fine\n"
-
-
-def test_hostile_directory_paths_are_refused_against_the_roots(tmp_path, monkeypatch):
-    base = tmp_path / "data"
-    root = base / "runs"
-    (root / "ok").mkdir(parents=True)
-    (base / "runs-evil" / "x").mkdir(parents=True)
-    os.symlink(root, tmp_path / "root-link")
-    os.symlink(base / "runs-evil", root / "dir-link-out")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    for roots in ([f"{root}/"], [str(tmp_path / "root-link")]):  # a trailing slash; a root that is a link
-        for bad in [str(base / "runs-evil" / "x"), f"{root}/../runs-evil/x", str(root / "dir-link-out"), "~",
-                    "~/data/runs-evil", f"{root}/ok\x00", f"{root}/%2e%2e/runs-evil", f"{root}/%252e%252e/runs-evil",
-                    f"{root}/" + "a/" * 3000, str(root).upper(), "/proc/self/cwd", "../../.."]:
-            full, error = check_added_dir(bad, roots)
-            assert full is None and error, (roots, bad)
-        assert check_added_dir(f"{root}/ok/", roots) == (str(root / "ok"), None)
-        assert check_added_dir("~/data/runs/ok", roots) == (str(root / "ok"), None)
-
-
-def test_the_sidebar_add_box_shows_a_refused_path_as_text_not_markdown(tmp_path):
-    """In a real browser (AppTest does not submit this form): a path typed in the box comes back
-    in the refusal as text, never as a link or an image fetched from elsewhere."""
-    from playwright.sync_api import expect, sync_playwright
-
-    from test_browser import CHROMIUM, CHROMIUM_ARGS, _page, _serve
-
-    copy_run(NEW_RUN, tmp_path / "outputs")
-    proc, url = _serve(tmp_path / "outputs", {"RUNDASH_ROOTS": str(tmp_path / "outputs"),
-                                              "RUNDASH_CACHE_DIR": str(tmp_path / "cache")})
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            ctx, page, dialogs = _page(browser)
-            page.goto(url)
-            sidebar = page.get_by_test_id("stSidebar")
-            sidebar.get_by_text("Directories").click()
-            sidebar.get_by_label("Add a directory").fill(
-                "/elsewhere/[click me](http://evil.example/x) ![t](http://evil.example/t.png) **bold**")
-            sidebar.get_by_role("button", name="Add").click()
-            expect(sidebar.get_by_text("outside the allowed roots")).to_be_visible(timeout=30000)
-            expect(sidebar.get_by_text("[click me](", exact=False)).to_be_visible()  # literally, as typed
-            expect(sidebar.get_by_text("**bold**", exact=False)).to_be_visible()
-            assert page.locator("a[href*='evil.example']").count() == 0
-            assert page.locator("img[src*='evil.example']").count() == 0 and dialogs == []
-            ctx.close()
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_the_import_page_answers_every_hostile_upload_with_a_refusal_message(monkeypatch, tmp_path):
