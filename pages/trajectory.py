@@ -28,7 +28,7 @@ try:
 except Exception:  # noqa: BLE001 - the run card reports it; no live refresh then
     running = False
 live = running and not live_paused(running)
-STREAM_CHECK_S = 5.0  # how often a live page looks for new episodes in the stream (spec 8.1 polls every 5 s)
+STREAM_CHECK_S = 5.0  # how often a live page looks for new episodes in the stream (prime-rl spec 8.1 polls every 5 s)
 
 
 # In flight ---------------------------------------------------------------------------------------

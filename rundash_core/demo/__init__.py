@@ -5,7 +5,7 @@ full dashboard.
     folder = demo.ensure_demo()          # writes once (< 1 s), returns the output dir holding the runs
     demo.start_live_writer()             # keeps the LIVE run growing, one step every 2 s
 
-Four prime-rl runs follow the current on-disk layout of `../shared/formats/prime-rl.md` exactly
+Four prime-rl runs follow the current on-disk layout of `docs/formats/prime-rl.md` exactly
 (attempt folders with relative `latest` links, resolved JSON configs, loguru logs with ANSI colours,
 `monitors/file/metrics.jsonl` with the real key grammar, a plain live trace chunk with its index
 and orch annotations): live, completed, resumed after a crash, SFT. Next to them: a verl console

@@ -167,7 +167,7 @@ class _LiveRun:
         return ep, idx, reward, p
 
     def _in_flight(self, step: int, now: float) -> None:
-        """The next step's episode while it is generated (spec 5.7): `live/<trace_id>.jsonl` (open +
+        """The next step's episode while it is generated (prime-rl spec 5.7): `live/<trace_id>.jsonl` (open +
         dispatch, then its first nodes and call, then the pending tool result) and one dispatch with
         no trace yet in `live/pending/`; the previous ones are deleted, as when their episode lands."""
         live = self._inside(self.chunk.parent.parent / "live")
@@ -204,7 +204,7 @@ class _LiveRun:
 
     def _episode(self, step: int, now: float) -> None:
         ep, idx, reward, p = self._build(step, now)
-        offset = self._append(self.chunk, compact_json_line(ep))  # record first, then its index row (spec 5.1)
+        offset = self._append(self.chunk, compact_json_line(ep))  # record first, then its index row (prime-rl spec 5.1)
         self._append(self.index, index_line(self.line, offset, idx))
         self.line += 1
         ann = orch_annotation(ep, step, now, reward - p)

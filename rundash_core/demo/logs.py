@@ -1,4 +1,4 @@
-"""Log lines as prime-rl's processes write them (spec 3.2): loguru records with ANSI colours for the
+"""Log lines as prime-rl's processes write them (prime-rl spec 3.2): loguru records with ANSI colours for the
 trainer and orchestrator, vLLM's own format and its access log for the inference server, and plain
 `logging` lines for the env servers. Step messages are shared by the written runs and the live writer."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ _LEVEL_CODE = {"INFO": "\x1b[1m", "WARNING": "\x1b[33m\x1b[1m", "SUCCESS": "\x1b
 
 
 def loguru(t: float, level: str, msg: str) -> str:
-    """A loguru line exactly as prime-rl writes it with colorize=True (spec 3.2)."""
+    """A loguru line exactly as prime-rl writes it with colorize=True (prime-rl spec 3.2)."""
     c = _LEVEL_CODE[level]
     hms = time.strftime("%H:%M:%S", time.localtime(t))
     return f"\x1b[2m{hms}\x1b[0m {c}{level:>7}\x1b[0m {c}\x1b[22m{msg}\x1b[0m\x1b[0m\n"

@@ -1,5 +1,5 @@
 """Random access into Zstandard *seekable format* files (facebook/zstd `contrib/seekable_format`,
-version 0.1.0): prime-rl's sealed `.jsonl.zst` trace chunks (`../shared/formats/prime-rl.md` 5.3).
+version 0.1.0): prime-rl's sealed `.jsonl.zst` trace chunks (`docs/formats/prime-rl.md` 5.3).
 
 The seek table (a skippable frame at the end, footer `<IBI` = frames, descriptor, 0x8F92EAB1) gives
 each frame's compressed and uncompressed size; `read_line(path, offset)` reads the one JSONL line

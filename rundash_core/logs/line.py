@@ -179,7 +179,7 @@ def _with_offset(when: dt.datetime, zone: str) -> dt.datetime:
 
 
 def _json_record(plain: str) -> LogLine | None:
-    """prime-rl's JSON mode (spec 3.3): the message (and its traceback) is the text shown."""
+    """prime-rl's JSON mode (prime-rl spec 3.3): the message (and its traceback) is the text shown."""
     try:
         row = orjson.loads(plain)
     except orjson.JSONDecodeError:

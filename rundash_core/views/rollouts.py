@@ -8,7 +8,7 @@ one wrong has zero GRPO advantage: no signal.
 
 Steps: the panels and the Trajectory page count by one step axis per run (`step_axis`): trainer
 steps where every sample has one, else the Harbor folder numbers, labelled "Harbor step folder"
-(a fully-async SWE-Lego-RL run's training folders have no known trainer step, spec 2.1).
+(a fully-async SWE-Lego-RL run's training folders have no known trainer step, SWE-Lego-RL spec 2.1).
 """
 from __future__ import annotations
 

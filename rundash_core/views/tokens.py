@@ -25,7 +25,7 @@ from rundash_core.safety.gate import hidden_spans
 from rundash_core.safety.redact import HIDDEN
 from rundash_core.views.tokenizer_files import TokenizerLookup, find_tokenizer, model_names
 
-DEFAULT_IPO_EPS = 0.1  # spec 8.2: `loss.eps` when `loss.type == "ipo"`, else 0.1
+DEFAULT_IPO_EPS = 0.1  # prime-rl spec 8.2: `loss.eps` when `loss.type == "ipo"`, else 0.1
 SPAN_LIMIT = 4000      # token spans drawn at once (the page pages through longer episodes)
 
 
@@ -123,7 +123,7 @@ def decode_pieces(tokenizer: Tokenizer | None, ids) -> tuple[list[str], list[str
 
 # Overlays -----------------------------------------------------------------------------------------
 def ipo_eps(config: dict | None) -> float:
-    """`loss.eps` of the trainer config when `loss.type == "ipo"`, else 0.1 (spec 8.2)."""
+    """`loss.eps` of the trainer config when `loss.type == "ipo"`, else 0.1 (prime-rl spec 8.2)."""
     config = config if isinstance(config, dict) else {}
     trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
     for loss in (trainer.get("loss"), config.get("loss")):

@@ -4,7 +4,7 @@ Val is **scored, not rewarded**: a validation number is what the verifier (or th
 says about held-out tasks, a different number from a different grader than the reward the
 trainer learns from. Everything here keeps the two apart (the page says "Val Score").
 
-- verl keys (`../shared/formats/verl.md` 9): `val-core|val-aux/<data_source>/<var>/<metric>`
+- verl keys (`docs/formats/verl.md` 9): `val-core|val-aux/<data_source>/<var>/<metric>`
   parsed from the right (a data source may hold `/`), `val-aux/num_turns/<stat>`, the legacy
   `val/test_score/<ds>` and `test_score/<ds>`, SFT `val/loss`.
 - prime-rl keys (`prime-rl.md` 4.5): `eval/<env>/<subset>/<agent>/{avg@k,pass@k,pass^k}` and
@@ -50,7 +50,7 @@ class ValKey:
 
 
 def parse_val_key(key: str) -> ValKey | None:
-    """verl's validation key grammar (spec 9), newest first; None for a key that is not one."""
+    """verl's validation key grammar (verl spec 9), newest first; None for a key that is not one."""
     if (m := _TURNS.match(key)) is not None:
         return ValKey(ALL, "", f"num_turns/{m.group(1)}", False)
     if (m := _VERL.match(key)) is not None:
@@ -88,7 +88,7 @@ def metrics_validation(tidy: pd.DataFrame, *, parse=parse_val_key) -> pd.DataFra
     if not keys:
         return frames.empty(frames.VALIDATION)
     core_var: dict[str, str] = {}
-    for k in keys.values():  # spec 9.1: `acc` when the source has it, else `reward`
+    for k in keys.values():  # verl spec 9.1: `acc` when the source has it, else `reward`
         if k.var == "acc" or (k.var == "reward" and k.source not in core_var):
             core_var[k.source] = k.var
     rows = stepped[stepped["metric"].astype("str").isin(keys)]
@@ -223,7 +223,7 @@ def _arguments(arguments) -> str:
 
 
 def message_cot(messages: list) -> dict | None:
-    """Spec 7.1 over OpenAI chat messages: turns (assistant messages), cot_chars (text before
+    """SWE-Lego-RL spec 7.1 over OpenAI chat messages: turns (assistant messages), cot_chars (text before
     `</think>`), tool_chars (tool-call arguments), resp_chars = visible text + tool arguments.
     Counting the text alone would leave out the patches a coding agent writes as arguments."""
     if not isinstance(messages, list):
@@ -245,7 +245,7 @@ def message_cot(messages: list) -> dict | None:
 
 
 def fixed_cohort(task_events: pd.DataFrame, n_events: int) -> list[str]:
-    """The tasks present in at least half of the events (spec 6: appeared·2 ≥ events), sorted:
+    """The tasks present in at least half of the events (SWE-Lego-RL spec 6: appeared·2 ≥ events), sorted:
     stragglers that leaked into one dump are left out. `task_events`: task_id, event columns."""
     if task_events.empty or n_events == 0:
         return []
@@ -255,7 +255,7 @@ def fixed_cohort(task_events: pd.DataFrame, n_events: int) -> list[str]:
 
 def cot_share(event_list: pd.DataFrame, trials: pd.DataFrame, cohort: list[str], *,
               sample: int = COT_SAMPLE) -> pd.DataFrame:
-    """`frames.VAL_COT` per event (spec 7.2) over the first `sample` tasks of the cohort.
+    """`frames.VAL_COT` per event (SWE-Lego-RL spec 7.2) over the first `sample` tasks of the cohort.
 
     `event_list`: event, step in display order; `trials`: event, task_id and the 7.1 counts of
     the first copy of each task (rows without counts do not count). Per event: cot_ratio = mean
@@ -288,5 +288,5 @@ def cot_delta(cot: pd.DataFrame) -> float | None:
 
 
 def coverage_note(n: int, cohort_size: int) -> str:
-    """The tooltip of a low-coverage point (spec 7.2)."""
+    """The tooltip of a low-coverage point (SWE-Lego-RL spec 7.2)."""
     return f"{n}/{cohort_size} tasks (low coverage — indicative only)"

@@ -112,7 +112,7 @@ def percent_tickformat(values) -> str:
 def cot_figure(cot: pd.DataFrame) -> go.Figure:
     """CoT share per event: mean per task (solid) and character-weighted (dashed); points whose
     coverage of the cohort is below one half are larger, amber and say "low coverage —
-    indicative only" (spec 7.2). Ticks carry the decimals the data's range needs
+    indicative only" (SWE-Lego-RL spec 7.2). Ticks carry the decimals the data's range needs
     (`percent_tickformat`); a skipped validation is a gap."""
     x_axis = [plotly_text(val.event_label(e, s)) for e, s in zip(cot["event"], cot["step"])]
     low_rows = cot["low_coverage"].fillna(False).astype(bool).tolist()

@@ -1,4 +1,4 @@
-"""prime-rl in-flight episodes (`../shared/formats/prime-rl.md` section 5.7), read-only.
+"""prime-rl in-flight episodes (`docs/formats/prime-rl.md` section 5.7), read-only.
 
 `monitors/file/traces/live/<trace_id>.jsonl` holds the deltas of a trace still being generated: the
 first line has `open` (the trace's skeleton) and `dispatch` ({id, kind, env, group, task,

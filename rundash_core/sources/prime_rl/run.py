@@ -1,4 +1,4 @@
-"""prime-rl run directories (`../shared/formats/prime-rl.md`), every layout newest first.
+"""prime-rl run directories (`docs/formats/prime-rl.md`), every layout newest first.
 
 A run is `<output_dir>/<run.dir>` with numbered attempts (`configs/attempt_N`, `logs/attempt_N`)
 and `latest` links; metrics are `monitors/file/metrics.jsonl` (or the legacy `metrics.jsonl`).

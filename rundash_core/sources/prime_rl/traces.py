@@ -1,4 +1,4 @@
-"""prime-rl traces (`../shared/formats/prime-rl.md` section 5): episodes listed from
+"""prime-rl traces (`docs/formats/prime-rl.md` section 5): episodes listed from
 `monitors/file/traces/stream.index.jsonl`, one record read at a time from its chunk.
 
 Listing reads only the index files (`stream.index.jsonl` and the annotation indexes

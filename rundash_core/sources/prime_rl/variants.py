@@ -1,4 +1,4 @@
-"""The other prime-rl trace layouts (`../shared/formats/prime-rl.md` 5.8): a verifiers `uv run eval`
+"""The other prime-rl trace layouts (`docs/formats/prime-rl.md` 5.8): a verifiers `uv run eval`
 run's bare `traces.jsonl`, and the pre-Jul-9 `rollouts/step_N/{train,eval}_rollouts*.jsonl` files.
 
 - **verifiers eval runs**: `<run>/traces.jsonl`, one Episode record per line and no index, so the

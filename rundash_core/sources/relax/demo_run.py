@@ -1,4 +1,4 @@
-"""The Relax demo run (`../shared/formats/relax.md`): `<save>/rollout_result/{train,eval}/<id>.jsonl`,
+"""The Relax demo run (`docs/formats/relax.md`): `<save>/rollout_result/{train,eval}/<id>.jsonl`,
 one file per rollout step written once at the end of that step, rows as `json.dumps(row,
 ensure_ascii=False)` with the newest field set.
 

@@ -1,4 +1,4 @@
-"""One Relax rollout file (`../shared/formats/relax.md`): its rows read chunk by chunk, the
+"""One Relax rollout file (`docs/formats/relax.md`): its rows read chunk by chunk, the
 per-sample scalars kept (no text), and the per-step metrics derived from them (the names are listed
 in `relax`'s module docstring). Never raises: what is wrong with a row is counted as a problem.
 """

@@ -1,4 +1,4 @@
-"""Relax rollout results (`../shared/formats/relax.md`): one JSONL file of samples per step.
+"""Relax rollout results (`docs/formats/relax.md`): one JSONL file of samples per step.
 
 A run is `<save>/rollout_result/{train,eval}/{rollout_id}.jsonl`; open `<save>` or its
 `rollout_result/` (or a custom `--rollout-result-dir` holding `train/` or `eval/` step files). The

@@ -1,4 +1,4 @@
-"""The SWE-Lego-RL demo run (`../shared/formats/swe-lego-rl.md`): a fully-async verl console log and
+"""The SWE-Lego-RL demo run (`docs/formats/swe-lego-rl.md`): a fully-async verl console log and
 the Harbor trial dirs its agent loop wrote, `harbor_trials/<project>/<exp>/step_NNNN/<task>-<hex8>/`.
 
 The story, a short finished run (GSPO, Qwen3-8B on SWE-Gym tasks, n=4, 4 prompts per trainer step):

@@ -1,4 +1,4 @@
-"""Harbor trial trees as Lego-RL writes them (`../shared/formats/swe-lego-rl.md` sections 1.3, 2, 3, 4).
+"""Harbor trial trees as Lego-RL writes them (`docs/formats/swe-lego-rl.md` sections 1.3, 2, 3, 4).
 
 An exp dir is `harbor_trials/<project>/<exp>[-YYYYMMDD-HHMMSS]/`; it holds rollout folders
 `step_NNNN/` (NNNN: the agent loop's `global_steps`; in fully-async runs a rollouter sample

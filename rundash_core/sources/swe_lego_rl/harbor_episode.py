@@ -1,5 +1,5 @@
 """One Harbor trial as an `Episode`: result.json's reward, timing and error, and the agent's
-transcript from its ATIF `agent/trajectory.json` (`../shared/formats/swe-lego-rl.md` section 3).
+transcript from its ATIF `agent/trajectory.json` (`docs/formats/swe-lego-rl.md` section 3).
 
 ATIF steps map to messages: `system`/`user` steps as they are, `agent` steps as assistant
 messages (reasoning, tool calls with their arguments as JSON text), and each observation result

@@ -1,4 +1,4 @@
-"""Which trainer step a Harbor `step_NNNN` folder belongs to (`../shared/formats/swe-lego-rl.md` 2.1–2.3).
+"""Which trainer step a Harbor `step_NNNN` folder belongs to (`docs/formats/swe-lego-rl.md` 2.1–2.3).
 
 The folder number is the `global_steps` the agent loop got with the batch:
 

@@ -1,4 +1,4 @@
-"""Validation analyses over Harbor val dumps (`../shared/formats/swe-lego-rl.md` sections 6-8).
+"""Validation analyses over Harbor val dumps (`docs/formats/swe-lego-rl.md` sections 6-8).
 
 Input: the val events of a SWE-Lego-RL run (its `_groups()` rows with split `val`) and the first
 copy of each task per event (the smallest trial path: async validation re-sends tasks, and only

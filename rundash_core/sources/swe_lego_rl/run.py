@@ -1,4 +1,4 @@
-"""SWE-Lego-RL runs (`../shared/formats/swe-lego-rl.md`): a verl console log plus its Harbor trial dirs.
+"""SWE-Lego-RL runs (`docs/formats/swe-lego-rl.md`): a verl console log plus its Harbor trial dirs.
 
 The run is the log file `<workdir>/logs/<exp>.log` (run id `<exp>`). Metrics, config and the run
 card come from the log as for plain verl (`VerlRun`); the trials are found (spec 1.3) from the

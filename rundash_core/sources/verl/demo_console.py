@@ -1,4 +1,4 @@
-"""verl console output as a Ray-launched trainer prints it (`../shared/formats/verl.md`), for the
+"""verl console output as a Ray-launched trainer prints it (`docs/formats/verl.md`), for the
 verl and SWE-Lego-RL demo runs: Ray actor prefixes with ANSI colours, `step:N - key:value` metric
 lines in the F3 era (numpy >= 2: numpy scalars print as `np.float64(…)` / `np.int64(…)`, plain
 Python numbers stay plain, float32-reduced values keep their noise), the pprinted resolved config,

@@ -1,4 +1,4 @@
-"""The demo verl run's validation generation dumps (`../shared/formats/verl.md` section 11): what
+"""The demo verl run's validation generation dumps (`docs/formats/verl.md` section 11): what
 verl writes with `trainer.validation_data_dir=val_generations`, a few samples per validation.
 
 `dumped_generations` writes `<log folder>/val_generations/<step>.jsonl` (rows `{input, output, gts,

@@ -1,5 +1,5 @@
 """The plain verl demo run: one console log of a GRPO run (`python -m verl.trainer.main_ppo`) on
-GSM8K + MATH, captured with `tee -a` across a crash and a resume (`../shared/formats/verl.md`).
+GSM8K + MATH, captured with `tee -a` across a crash and a resume (`docs/formats/verl.md`).
 
 The story: launch 1 validates the base model (`step:0`, val-core/val-aux keys only), trains steps
 1.. with validation every `test_freq` steps merged into that step's line and checkpoints every

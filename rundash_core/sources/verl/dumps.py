@@ -1,4 +1,4 @@
-"""verl generation dumps (`../shared/formats/verl.md` section 11): one row per dumped sample.
+"""verl generation dumps (`docs/formats/verl.md` section 11): one row per dumped sample.
 
 With `trainer.rollout_data_dir` / `trainer.validation_data_dir` set, verl writes
 `<dir>/<step>.jsonl` per step (one `{input, output, gts, score, step, <extras>}` object per sample)

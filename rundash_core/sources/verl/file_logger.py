@@ -1,4 +1,4 @@
-"""verl's `file` logger JSONL (`../shared/formats/verl.md`, spec 10), read incrementally into the
+"""verl's `file` logger JSONL (`docs/formats/verl.md`, spec 10), read incrementally into the
 MetricStore rows the console log gives (`verl_log`): `{"step": N, key: number, …, "producer":
 "trainer", "time": NaN}`. Its own module: a JSONL reader shares nothing with the console parser.
 """

@@ -1,4 +1,4 @@
-"""The verl console-log grammar (`../shared/formats/verl.md` sections 3-4), one line at a time.
+"""The verl console-log grammar (`docs/formats/verl.md` sections 3-4), one line at a time.
 
 The exact reading of a line: split tqdm `\\r` redraws, strip ANSI codes, the Ray dedup suffix and
 Ray prefixes, find the metric line, split its pairs at their last colon (gluing pieces that are

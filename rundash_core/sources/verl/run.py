@@ -1,4 +1,4 @@
-"""verl runs (`../shared/formats/verl.md`): a console log file, optionally with its file-logger JSONL.
+"""verl runs (`docs/formats/verl.md`): a console log file, optionally with its file-logger JSONL.
 
 verl has no run directory: a run is one captured console log (`<name>.log` / `<name>.out`, run id
 `<name>`) in a tracked folder (or below it), skipping sidecars (`*_vllm.log`,

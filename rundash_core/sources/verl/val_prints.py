@@ -1,4 +1,4 @@
-"""verl's one-line `Initial/Final validation metrics: {…}` prints (`../shared/formats/verl.md`
+"""verl's one-line `Initial/Final validation metrics: {…}` prints (`docs/formats/verl.md`
 section 7): era S1 logs record validation only there. Read by `metric_log` for the lines it finds
 them on."""
 from __future__ import annotations
