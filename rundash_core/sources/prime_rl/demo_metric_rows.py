@@ -99,7 +99,7 @@ def _scope_keys(row: dict, scope: str, sm: dict, default_reward: str, *, eval_mo
 
 
 def orch_row(curves: Curves, step: int, attempt: int, cum: dict) -> tuple[dict, dict]:
-    """The orchestrator's big per-step row and a summary for the log line; adds the step's
+    """The orchestrator's big per-step row and the numbers its log line prints; adds the step's
     tokens, rollouts and tasks to the running totals in `cum`."""
     s = curves.spec
     rng = curves.rng(step, attempt, 1)
@@ -132,24 +132,24 @@ def orch_row(curves: Curves, step: int, attempt: int, cum: dict) -> tuple[dict, 
     })
     for env in s.train_envs:
         row[f"batch/{env}"] = 1.0 / len(s.train_envs)
-    summary = {"reward": float(pooled["reward"].mean()), "tokens": tokens, "n": n, "time": duration,
-               "seq": tokens / n}
-    return row, summary
+    log_numbers = {"reward": float(pooled["reward"].mean()), "tokens": tokens, "n": n, "time": duration,
+                   "seq": tokens / n}
+    return row, log_numbers
 
 
-def trainer_rows(curves: Curves, step: int, attempt: int, summary: dict,
+def trainer_rows(curves: Curves, step: int, attempt: int, orch_numbers: dict,
                  wait: float | None = None) -> tuple[list[dict], dict]:
-    """The RL trainer's 5 rows for one step (perf, optim, tensor stats, time, system) and a summary
-    for the log line. `wait` is how long the trainer waited for the batch (random when not given)."""
+    """The RL trainer's 5 rows for one step (perf, optim, tensor stats, time, system) and the numbers
+    its log line prints, from the orchestrator's (`orch_row`). `wait` is how long the trainer waited for the batch (random when not given)."""
     s = curves.spec
     rng = curves.rng(step, attempt, 2)
     prog = curves.progress(step)
-    fb = summary["time"] * rng.uniform(0.5, 0.6)
+    fb = orch_numbers["time"] * rng.uniform(0.5, 0.6)
     load, bcast = rng.uniform(0.1, 0.4), rng.uniform(0.8, 2.0)
     wait = rng.exponential(0.8) if wait is None else float(wait)
     ckpt = rng.uniform(8, 14) if step % s.ckpt_interval == 0 else 0.0
     t_step = fb + load + bcast + wait
-    thr = summary["tokens"] / t_step
+    thr = orch_numbers["tokens"] / t_step
     perf = {"perf/throughput": thr, "perf/throughput_per_gpu": thr / s.gpus_train,
             "perf/mfu": 6 * s.params_b * 1e9 * thr / (s.gpus_train * 989e12) * 100,
             "perf/peak_memory": s.mem_gib * rng.uniform(0.93, 1.05)}
