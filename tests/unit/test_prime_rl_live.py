@@ -156,3 +156,25 @@ def test_demo_live_writer_writes_in_flight_traces_that_then_land(tmp_path):
     assert orjson.loads(index[-1])["trace_ids"] == [flying[0].removeprefix(live.LIVE_PREFIX)]  # it landed
     after = set(run.live_samples()["sample_id"])
     assert flying[0] not in after and len(after) == 2  # replaced by the next step's in-flight pair
+
+
+def test_a_live_file_is_followed_from_where_the_last_read_ended(run_dir):
+    """In-flight files are followed like every prime-rl JSON-lines file (`lines.objects`): an
+    append is read from the last read's end, a torn last line waits, a rewritten file is read
+    again whole, and a bad line is named by `live_problems` while its file is there."""
+    import os
+    from rundash_core import cache
+    path = run_dir / "monitors" / "file" / "traces" / "live" / f"{TRACE}.jsonl"
+    good = path.read_bytes()
+    first = good[:good.index(b"\n") + 1]
+    path.write_bytes(first + good[len(first):len(first) + 10])  # one line and a torn one
+    assert len(live._lines(str(path))) == 1
+    assert cache.shared.peek(("prime-rl-live", os.path.realpath(path)))[1].end == len(first)
+    with open(path, "ab") as f:  # the writer goes on
+        f.write(good[len(first) + 10:])
+    assert len(live._lines(str(path))) == good.count(b"\n")
+    path.write_bytes(b'{"x": 1}\n[1]\n')  # rewritten: read again whole
+    assert live._lines(str(path)) == [{"x": 1}]
+    assert [p.what for p in live.live_problems(str(run_dir))] == ["1 complete line not a JSON object (skipped)"]
+    path.unlink()
+    assert live.live_problems(str(run_dir)) == []

@@ -24,10 +24,10 @@ import pandas as pd
 from rundash_core import cache, frames
 from rundash_core.run import Problem
 from rundash_core.io.files import file_id, open_file
-from rundash_core.io.holes import data_until, nul_run_fd, run_text
 from rundash_core.io.jsonl import dict_or_empty, list_or_empty
 from rundash_core.numbers import finite_float
 from rundash_core.sources.prime_rl.episode import _int, message, to_episode
+from rundash_core.sources.prime_rl.lines import BAD_LINES, SKIPPED as SKIPPED_LINES, objects
 from rundash_core.sources.prime_rl.traces import _rows, traces_dir
 
 LIVE_PREFIX = "live-"
@@ -35,7 +35,6 @@ PENDING_PREFIX = "live-p-"
 STAGES = ("pending", "boot", "setup", "running", "finalize", "scoring", "done", "error")
 _PHASES = (("scoring", "scoring"), ("finalize", "finalize"), ("agent", "running"), ("setup", "setup"), ("boot", "boot"))
 _SAFE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-MAX_LIVE_FILE = 64 << 20  # an in-flight trace larger than this is listed from its first lines only
 
 
 def live_dir(run_path: str) -> str:
@@ -47,38 +46,21 @@ SKIPPED: dict[str, str] = {}
 
 
 def _lines(path: str) -> list[dict]:
-    """The complete JSON-object lines of a file (a torn last line is left for the next read),
-    parsed once per version of the file; [] when it vanished. Complete lines that are not
-    objects are skipped and remembered for `live_problems`."""
-    fid = file_id(path)
-    if fid is None:
-        return []
-
-    def parse() -> tuple[list[dict], int, str | None]:
-        try:
-            with open_file(path) as fh:
-                data = os.pread(fh.fileno(), min(data_until(fh.fileno(), 0, fid.size), MAX_LIVE_FILE), 0)
-                run = nul_run_fd(fh.fileno(), data, 0, fid.size)  # a hole: the lines before it are read
-        except OSError:
-            return [], 0, None
-        if run is not None:
-            data = data[:run[0]] + b"\n"
-        out, bad = [], 0
-        for raw in data[:data.rfind(b"\n") + 1].split(b"\n"):
-            try:
-                obj = orjson.loads(raw) if raw.strip() else None
-            except orjson.JSONDecodeError:
-                obj = False
-            if isinstance(obj, dict):
-                out.append(obj)
-            elif obj is not None:
-                bad += 1
-        return out, bad, run and run_text(run)
+    """The complete JSON-object lines of an in-flight file, followed like every prime-rl JSON-lines
+    file (`lines.objects`: a file that grew is read from where the last read ended, a torn last
+    line waits for its newline, a replaced one is read again whole); [] when it vanished. Lines
+    that are not objects and NUL runs are skipped and remembered for `live_problems` (not for
+    `bad_line_problems`: a live file goes when its episode lands)."""
     real = os.path.realpath(path)
-    out, bad, hole = cache.shared.current(("prime-rl-live", real), fid, parse)
-    why = [f"{bad} complete line{'s' * (bad > 1)} not a JSON object (skipped)"] * bool(bad) + [hole] * bool(hole)
-    _remember(real, "; ".join(why) or None)
+    out = objects(path, "prime-rl-live", _whole_object)
+    bad, skipped = BAD_LINES.pop(real, None), SKIPPED_LINES.pop(real, ())
+    why = [f"{bad[0]} complete line{'s' * (bad[0] > 1)} not a JSON object (skipped)"] if bad else []
+    _remember(real, "; ".join(why + [what for what, _line in skipped]) or None)
     return out
+
+
+def _whole_object(_offset: int, _length: int, obj: dict) -> dict:
+    return obj
 
 
 def _remember(real: str, why: str | None) -> None:
