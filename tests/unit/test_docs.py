@@ -30,7 +30,7 @@ def doc_files() -> list[Path]:
 
 
 def fenced_blocks(text: str, lang: str) -> list[str]:
-    return re.findall(rf"^```{lang}\n(.*?)^```", text, flags=re.S | re.M)
+    return re.findall(rf"^```{lang}\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
 
 
 # README ------------------------------------------------------------------------------------------
@@ -59,7 +59,7 @@ def test_readme_notebook_example_runs(demo_runs, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RUNDASH_CACHE_DIR", str(folder.parent))
     monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
     monkeypatch.chdir(tmp_path)
-    exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme_example"})
+    exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme_example"})  # noqa: S102 (the README's own code)
     assert "step" in capsys.readouterr().out  # run.overview().progress: "step N of M"
 
 
@@ -75,14 +75,14 @@ def slug(heading: str) -> str:
 
 def anchors(path: Path) -> set[str]:
     text = path.read_text(encoding="utf-8")
-    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)  # a '#' in a code block is no heading
-    return {slug(m) for m in re.findall(r"^#+ +(.+)$", text, flags=re.M)}
+    text = re.sub(r"^```.*?^```", "", text, flags=re.DOTALL | re.MULTILINE)  # a '#' in a code block is no heading
+    return {slug(m) for m in re.findall(r"^#+ +(.+)$", text, flags=re.MULTILINE)}
 
 
 def test_relative_links_resolve():
     broken = []
     for doc in doc_files():
-        text = re.sub(r"^```.*?^```", "", doc.read_text(encoding="utf-8"), flags=re.S | re.M)
+        text = re.sub(r"^```.*?^```", "", doc.read_text(encoding="utf-8"), flags=re.DOTALL | re.MULTILINE)
         for target in LINK.findall(text):
             if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
                 continue
@@ -129,7 +129,8 @@ def _resolves_in_code(name: str) -> bool:
 def test_modules_and_files_the_docs_name_exist():
     """A module, file or attribute of rundash_core the README or docs/ names is there (a move
     updates the docs)."""
-    named = {(doc.relative_to(REPO), m) for doc in doc_files() for m in CODE_NAME.findall(doc.read_text(encoding="utf-8"))}
+    named = {(doc.relative_to(REPO), m) for doc in doc_files()
+             for m in CODE_NAME.findall(doc.read_text(encoding="utf-8"))}
     assert len(named) > 10
     missing = sorted(f"{doc}: {name}" for doc, name in named if not _resolves_in_code(name))
     assert not missing, "\n".join(missing)
@@ -144,9 +145,9 @@ def test_notebook_chart_example_runs(demo_runs, monkeypatch):
     block = next(b for b in fenced_blocks((DOCS / "notebook.md").read_text(encoding="utf-8"), "python")
                  if "section_charts" in b)
     monkeypatch.setattr(go.Figure, "show", lambda self, *a, **k: None)  # no browser
-    folder, runs = demo_runs
+    _folder, runs = demo_runs
     scope = {"run": rd.open_run(runs.path[0])}
-    exec(compile(block, "docs/notebook.md", "exec"), scope)
+    exec(compile(block, "docs/notebook.md", "exec"), scope)  # noqa: S102 (the docs' own code)
     assert scope["charts"] and len(scope["charts"][0].frame()) > 0
 
 
@@ -288,7 +289,7 @@ def test_every_url_parameter_is_documented():
 
 
 # Format spec citations ---------------------------------------------------------------------------
-CITE = re.compile(r"(?:\b(" + "|".join(KINDS) + r")\s+)?\bspecs?\s+§?(\d+(?:\.\d+)?)(?![\d.]*\d)", re.I)
+CITE = re.compile(r"(?:\b(" + "|".join(KINDS) + r")\s+)?\bspecs?\s+§?(\d+(?:\.\d+)?)(?![\d.]*\d)", re.IGNORECASE)
 NAMED_SPEC = re.compile(r"formats/(" + "|".join(KINDS) + r")\.md")
 FILE_CITE = re.compile(r"formats/(" + "|".join(KINDS) + r")\.md`?,?\s+(?:sections?\s+)?(\d+(?:\.\d+)?)(?![\d.]*\d)")
 
@@ -296,7 +297,7 @@ FILE_CITE = re.compile(r"formats/(" + "|".join(KINDS) + r")\.md`?,?\s+(?:section
 def spec_sections(kind: str) -> dict[str, str]:
     """Numbered headings of docs/formats/<kind>.md ('4', '4.1', ...) -> the section's body."""
     text = (FORMATS / f"{kind}.md").read_text(encoding="utf-8")
-    parts = re.split(r"^#{2,4} +(\d+(?:\.\d+)*)\.? .*$", text, flags=re.M)
+    parts = re.split(r"^#{2,4} +(\d+(?:\.\d+)*)\.? .*$", text, flags=re.MULTILINE)
     return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
@@ -309,7 +310,7 @@ def resolves(kind: str, number: str) -> bool:
     top, _, item = number.partition(".")
     if not item or top not in sections or any(s.startswith(top + ".") for s in sections):
         return False
-    return re.search(rf"^{item}\. ", sections[top], flags=re.M) is not None
+    return re.search(rf"^{item}\. ", sections[top], flags=re.MULTILINE) is not None
 
 
 def module_kind(path: Path, text: str) -> str | None:
