@@ -2,7 +2,7 @@
 
 One command for an agent or a person checking on a run, over the same frames as the dashboard:
 the run card, the latest value of each section's key metrics and the health findings (a short
-table, or JSON with the schema `STATUS_SCHEMA` documented in the README), or the monitor-run
+table, or JSON with the schema `STATUS_SCHEMA` documented in docs/cli.md), or the monitor-run
 check-in entry as Markdown. Reads only; exit code 2 when the run cannot be opened.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _parser(verb: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"rundash {verb}", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", help="a run directory (or a verl / SWE-Lego-RL console log)")
     if verb == "status":
-        p.add_argument("--json", action="store_true", help=f"print JSON ({STATUS_SCHEMA}, see the README)")
+        p.add_argument("--json", action="store_true", help=f"print JSON ({STATUS_SCHEMA}, see docs/cli.md)")
     return p
 
 
