@@ -19,7 +19,58 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
+
+
+@dataclass
+class ReadCount:
+    """Bytes and read calls counted by `counted_reads`."""
+
+    bytes: int = 0
+    reads: int = 0
+
+
+class _CountedFile:
+    """A file opened by the reader, each `read` counted (the rest passed through)."""
+
+    def __init__(self, fh, count: ReadCount):
+        self._fh, self._count = fh, count
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._fh.read(n)
+        self._count.bytes += len(data)
+        self._count.reads += 1
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._fh.close()
+
+
+LOG_READER = ("rundash_core.logs.reading", "rundash_core.logs.merge")  # the log reader's modules that open files
+
+
+@contextmanager
+def counted_reads(modules: tuple[str, ...] = LOG_READER) -> Iterator[ReadCount]:
+    """Within this block, what `modules` read: the files they open through `open_file` (patched in
+    their namespaces for the block) count each read's bytes. The runtime keeps no counter: a
+    benchmark or a test measures from its own side (every thread's reads through them count)."""
+    count, real = ReadCount(), {}
+    for name in modules:
+        mod = importlib.import_module(name)
+        real[name] = opener = mod.open_file
+        mod.open_file = lambda path, opener=opener: _CountedFile(opener(path), count)
+    try:
+        yield count
+    finally:
+        for name, opener in real.items():
+            importlib.import_module(name).open_file = opener
 
 
 def rss_mb() -> float:

@@ -12,8 +12,8 @@ ANSI colours), then measures, each in a fresh process (best of `--repeat`):
 - `tail -n 1000` (coreutils) through a subprocess, for reference.
 
 Each process first makes one small read of another file (one-time costs of a cold process are not
-counted: the app's server is warm). Each row gives wall time, the bytes the reader read (its own counter, `rundash_core.logs.reading.counter`)
-and the process's peak RSS growth. Targets: tail ≤ 5× the floor, RSS growth < 200 MB.
+counted: the app's server is warm). Each row gives wall time, the bytes the reader read (counted
+from outside it: `common.counted_reads`) and the process's peak RSS growth. Targets: tail ≤ 5× the floor, RSS growth < 200 MB.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import os
 import subprocess
 import time
 
-from benchmarks.common import add_common_options, best_of, format_table, print_report, work_root
+from benchmarks.common import add_common_options, best_of, counted_reads, format_table, print_report, work_root
 
 LINES_WANTED = 1000
 FILTER = "Avg prompt throughput"
@@ -106,11 +106,16 @@ def _warm_up(paths: dict[str, str]) -> None:
 
 
 def measure(contender: str, *, paths: dict[str, str]) -> dict:
-    from rundash_core.logs.reading import counter, read_specs
-
     _warm_up(paths)
+    with counted_reads() as count:
+        return _measure(contender, paths, count)
+
+
+def _measure(contender: str, paths: dict[str, str], counter) -> dict:
+    from rundash_core.logs.reading import read_specs
+
     big = paths["inference"]
-    start_bytes = counter.bytes  # (in-process runs share the counter)
+    start_bytes = counter.bytes
     started = time.perf_counter()
     if contender == "floor":
         with open(big, "rb") as fh:

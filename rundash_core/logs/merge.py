@@ -15,9 +15,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from rundash_core.io.files import file_id, open_file
+from rundash_core.logs import blocks as logblocks
 from rundash_core.logs import line as logtext
 
 COPIED_S = 86400.0
+DATED_BYTES = 64 << 10  # looked back from each log's end for its newest dated line (`run_dates`)
 
 
 def last_dated(stamps: list, mtime: float) -> float | None:
@@ -27,15 +30,16 @@ def last_dated(stamps: list, mtime: float) -> float | None:
     return t if t is not None and t == t else None
 
 
-def run_dates(listing: pd.DataFrame, specs: list, newest_dated) -> dict:
+def run_dates(listing: pd.DataFrame, specs: list, at_end: dict, real_path) -> dict:
     """{spec path: the newest dated line (ISO, month-day) of the logs of its attempt (and of those
     of no attempt), or of the run}, files not read now included: what dates a file whose lines say
-    only the time of day, the same in every view. `newest_dated(listed path)`: one log's."""
+    only the time of day, the same in every view. `at_end`: {real path: the window just read up to
+    that file's end} (its own lines, no read); `real_path(listed path)`: the file behind it."""
     by_attempt: dict = {}
     attempt_of = {}
     for p, a in zip(listing["path"], listing["attempt"]):
         attempt_of[p] = key = None if pd.isna(a) else int(a)
-        t = newest_dated(p)
+        t = newest_dated(real_path(p), at_end.get(real_path(p)))
         if t is not None and t > by_attempt.get(key, -math.inf):
             by_attempt[key] = t
     out = {}
@@ -44,6 +48,42 @@ def run_dates(listing: pd.DataFrame, specs: list, newest_dated) -> dict:
         near = list(by_attempt.values()) if a is None else [by_attempt.get(a, -math.inf), by_attempt.get(None, -math.inf)]
         out[spec.path] = max(near) if near and max(near) > -math.inf else None
     return out
+
+
+_dated_seen: dict[str, tuple] = {}  # real path → ((dev, ino), size, mtime_ns, newest dated time)
+
+
+def newest_dated(real: str, window=None) -> float | None:
+    """The time of a log's last dated line, looked for in its last DATED_BYTES once per file
+    version (a grown file: in what was appended since), or in `window` (a `reading.Window`), just
+    read up to its end."""
+    seen = _dated_seen.get(real)
+    if window is not None and window.version is not None and window.every_line:
+        t = last_dated(window.stamps, window.mtime)
+        same = seen is not None and seen[0] == window.version[:2] and seen[1] == window.start
+        if t is not None or same or window.start == 0:  # else: its dated line may be before the window
+            t = t if t is not None or not same else seen[3]
+            _dated_seen[real] = (window.version[:2], window.end, window.version[2], t)
+            return t
+    fid = file_id(real)
+    if fid is None:
+        return None
+    if seen is not None and seen[0] == (fid.dev, fid.ino) and seen[1:3] == (fid.size, fid.mtime_ns):
+        return seen[3]
+    grown = seen is not None and seen[0] == (fid.dev, fid.ino) and fid.size > seen[1]
+    start = max(seen[1] if grown else 0, fid.size - DATED_BYTES)
+    try:
+        with open_file(real) as fh:
+            fh.seek(start)
+            data = fh.read(fid.size - start)
+    except OSError:
+        return None
+    raws = logblocks.split_lines(data, start)[1 if start > 0 and not grown else 0:]  # (a line cut at `start`)
+    stamp = next((st for _, raw in reversed(raws) if (st := logtext.parse(raw).stamp) is not None
+                  and (st.when or st.month_day)), None)
+    t = last_dated([stamp], fid.mtime) if stamp is not None else seen[3] if grown else None
+    _dated_seen[real] = ((fid.dev, fid.ino), fid.size, fid.mtime_ns, t)
+    return t
 
 
 def copied(mtime: float, newest: float | None) -> bool:

@@ -12,8 +12,7 @@ line without a level of its own (a traceback) takes that of the line before it i
 (`logmerge`): each line's own stamp, dated by the run's logs (`run_dates`), whichever files are
 read together; a line without one is estimated from the evidence around it.
 
-Every read counts its bytes in `counter` (and `frame.attrs["bytes_read"]`): the benchmark and the
-tests use it to prove a read touched only a range.
+What a read touched is measured from outside (`benchmarks.common.counted_reads`): no counter here.
 """
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ from rundash_core.logs import line as logtext
 from rundash_core.io.bytetail import SETTLE_S
 from rundash_core.io.files import describe_unreadable, file_id, listed_path as _listed, open_file, shown_path
 from rundash_core.io.holes import content_end
-from rundash_core.logs.merge import assign_times, last_dated, merge, run_dates
+from rundash_core.logs.merge import assign_times, merge, run_dates
 from rundash_core.safety.gate import could_continue_secret
 from rundash_core.safety.redact import redact_text
 from rundash_core.run import Problem
@@ -39,19 +38,7 @@ MAX_BLOCK = 4 << 20
 SCAN_BYTES = 32 << 20  # per file per request when a filter hides lines
 CONTEXT_LINES = 50  # parsed before the lines shown: where a continuation line's level comes from
 FOLLOW_BYTES = 8 << 20  # more appended than this since the last look: show the tail instead
-DATED_BYTES = 64 << 10  # looked back from each log's end for its newest dated line (`logmerge.run_dates`)
 ROUTER_SUFFIX = "#router"  # a listed virtual entry: the router lines of a single-node inference.log
-
-
-@dataclass
-class ReadCounter:
-    """Bytes and reads done by the log reader (the bench and tests check ranges with it)."""
-
-    bytes: int = 0
-    reads: int = 0
-
-
-counter = ReadCounter()  # process-wide
 
 
 @dataclass(frozen=True)
@@ -147,7 +134,7 @@ def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=Non
     case-insensitive) is searched in the text without colour; `levels` and `actors` keep lines of
     those only. `frame.attrs`: `older` {path: offset to pass as `before` next}, `ends` {path:
     offset to pass as `after` next}, `versions` {path: version to pass as `seen` next},
-    `bytes_read`, `problems` (Problems of unreadable files), `reset` (a followed file shrank or was
+    `problems` (Problems of unreadable files), `reset` (a followed file shrank or was
     replaced: the frame is a fresh tail), `error` (an invalid pattern). `listing`: the run's
     logs, whose dated lines date the files read (`logmerge.run_dates`; default: those read)."""
     compiled, error = compile_user_pattern(pattern or "")
@@ -155,7 +142,6 @@ def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=Non
                       frozenset(actors) if actors is not None else None)
     before_at = _per_path(before, specs)
     after_at = _per_path(after, specs) if after is not None else {}
-    start_bytes = counter.bytes
     windows, reset = [], False
     for spec in specs:
         if spec.path in after_at:
@@ -166,48 +152,12 @@ def read_specs(specs: list[LogSpec], *, tail: int = 1000, before=None, after=Non
             w = _tail(spec, before_at.get(spec.path), tail, filters, scan_bytes)
         windows.append(w)
     at_end = {w.spec.real: w for w in windows if w.at_end}
-    assign_times(windows, None if listing is None else run_dates(
-        listing, specs, lambda p: newest_dated(real_path(p), at_end.get(real_path(p)))))
+    assign_times(windows, None if listing is None else run_dates(listing, specs, at_end, real_path))
     frame, older = merge(windows, tail)
     frame.attrs.update(older=older, ends={w.spec.path: w.end for w in windows}, reset=reset, error=error,
                        versions={w.spec.path: w.version for w in windows if w.version is not None},
-                       bytes_read=counter.bytes - start_bytes,
                        problems=[Problem(w.spec.real, w.problem) for w in windows if w.problem])
     return frame
-
-
-_dated_seen: dict[str, tuple] = {}  # real path → ((dev, ino), size, mtime_ns, newest dated time)
-
-
-def newest_dated(real: str, window: Window | None = None) -> float | None:
-    """The time of a log's last dated line, looked for in its last DATED_BYTES once per file
-    version (a grown file: in what was appended since), or in `window`, just read up to its end."""
-    seen = _dated_seen.get(real)
-    if window is not None and window.version is not None and window.every_line:
-        t = last_dated(window.stamps, window.mtime)
-        same = seen is not None and seen[0] == window.version[:2] and seen[1] == window.start
-        if t is not None or same or window.start == 0:  # else: its dated line may be before the window
-            t = t if t is not None or not same else seen[3]
-            _dated_seen[real] = (window.version[:2], window.end, window.version[2], t)
-            return t
-    fid = file_id(real)
-    if fid is None:
-        return None
-    if seen is not None and seen[0] == (fid.dev, fid.ino) and seen[1:3] == (fid.size, fid.mtime_ns):
-        return seen[3]
-    grown = seen is not None and seen[0] == (fid.dev, fid.ino) and fid.size > seen[1]
-    start = max(seen[1] if grown else 0, fid.size - DATED_BYTES)
-    try:
-        with open_file(real) as fh:
-            data = _read(fh, start, fid.size)
-    except OSError:
-        return None
-    raws = logblocks.split_lines(data, start)[1 if start > 0 and not grown else 0:]  # (a line cut at `start`)
-    stamp = next((st for _, raw in reversed(raws) if (st := logtext.parse(raw).stamp) is not None
-                  and (st.when or st.month_day)), None)
-    t = last_dated([stamp], fid.mtime) if stamp is not None else seen[3] if grown else None
-    _dated_seen[real] = ((fid.dev, fid.ino), fid.size, fid.mtime_ns, t)
-    return t
 
 
 def _per_path(value, specs: list[LogSpec]) -> dict:
@@ -221,10 +171,7 @@ def _per_path(value, specs: list[LogSpec]) -> dict:
 # Reading ------------------------------------------------------------------------------------------
 def _read(fh, start: int, end: int) -> bytes:
     fh.seek(start)
-    data = fh.read(max(0, end - start))
-    counter.bytes += len(data)
-    counter.reads += 1
-    return data
+    return fh.read(max(0, end - start))
 
 
 def _complete_end(fh, size: int, mtime: float) -> int:

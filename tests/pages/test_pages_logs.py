@@ -7,7 +7,7 @@ import re
 import time
 
 import rundash_core as rd
-from rundash_core.logs import reading as logs
+from benchmarks.common import counted_reads
 
 from helpers import make_rl_run, open_page
 
@@ -90,9 +90,9 @@ def test_follow_shows_appended_lines_reading_only_them(tmp_path, monkeypatch):
     added = loguru(time.strftime("%H:%M:%S"), "INFO", "a brand new line")
     with open(run / "logs" / "attempt_1" / "trainer.log", "a") as fh:
         fh.write(added)
-    before = logs.counter.bytes
-    at.run()
-    assert logs.counter.bytes - before == 1 + len(added.encode())  # the byte before, then the appended bytes
+    with counted_reads() as read:
+        at.run()
+    assert read.bytes == 1 + len(added.encode())  # the byte before, then the appended bytes
     assert shown_lines(panes(at)[0])[-1].endswith("a brand new line")
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
+from benchmarks.common import counted_reads
 from rundash_core import frames
 from rundash_core.logs import reading as logs
 from rundash_core.logs import line as logtext
@@ -122,9 +123,10 @@ def test_read_log_refuses_a_path_the_run_does_not_list(tmp_path):
 def test_tail_reads_only_the_end_of_a_big_file(tmp_path):
     path = tmp_path / "trainer.log"
     data = big_log(path, 60_000)  # ~7 MB
-    frame = logs.read_specs([spec(path)], tail=100)
+    with counted_reads() as read:
+        frame = logs.read_specs([spec(path)], tail=100)
     assert frames.check(frame, frames.LOG_LINES) == []
-    assert frame.attrs["bytes_read"] < 600_000 < len(data)
+    assert read.bytes < 600_000 < len(data)
     want = data.decode().splitlines()[-100:]
     assert list(frame["text"]) == want  # ANSI kept
     for off, text in zip(frame["offset"], frame["text"]):
@@ -137,9 +139,10 @@ def test_load_older_pages_back_without_gap_or_overlap(tmp_path):
     data = big_log(path, 30_000)
     lines = data.decode().splitlines()
     first = logs.read_specs([spec(path)], tail=1000)
-    older = logs.read_specs([spec(path)], tail=1000, before=first.attrs["older"])
+    with counted_reads() as read:
+        older = logs.read_specs([spec(path)], tail=1000, before=first.attrs["older"])
     assert list(older["text"]) + list(first["text"]) == lines[-2000:]
-    assert older.attrs["bytes_read"] < 1_000_000
+    assert read.bytes < 1_000_000
     oldest = logs.read_specs([spec(path)], tail=100_000, before=1000)  # the very start
     assert oldest.attrs["older"][str(path)] == 0 and list(oldest["text"]) == lines[:len(oldest)]
 
@@ -151,9 +154,10 @@ def test_a_tail_across_many_blocks_holds_each_line_once_and_whole(tmp_path):
     path = tmp_path / "trainer.log"
     lines = [f"12:{i // 60 % 60:02d}:{i % 60:02d} INFO line {i} " + "p" * (i * 7 % 97) for i in range(60_000)]
     write(path, "\n".join(lines) + "\n", mtime=time.time() - 60)
-    tail = logs.read_specs([spec(path)], tail=50_000)
+    with counted_reads() as read:
+        tail = logs.read_specs([spec(path)], tail=50_000)
     assert list(tail["text"]) == lines[-50_000:]
-    assert tail.attrs["bytes_read"] <= path.stat().st_size
+    assert read.bytes <= path.stat().st_size
     older = logs.read_specs([spec(path)], tail=50_000, before=tail.attrs["older"])
     assert list(older["text"]) == lines[:-50_000] and older.attrs["older"] == {str(path): 0}
 
@@ -166,13 +170,14 @@ def test_a_line_of_megabytes_is_shown_once_by_its_ends(tmp_path):
     before = [loguru(f"08:00:{i:02d}", "INFO", f"line {i}") for i in range(30)]
     huge = "08:01:00 WARNING batch " + "x" * (6 << 20) + " END\n"
     write(path, "".join(before) + huge + loguru("08:02:00", "INFO", "after"), mtime=time.time() - 60)
-    frame = logs.read_specs([spec(path)], tail=100)
+    with counted_reads() as read:
+        frame = logs.read_specs([spec(path)], tail=100)
     assert len(frame) == 32 and frame["text"].iloc[31].endswith("after\x1b[0m\x1b[0m")
     long = frame.iloc[30]
     assert long["level"] == "WARNING" and long["time"] > frame["time"].iloc[29]
     assert long["text"].startswith("08:01:00 WARNING batch xxx") and long["text"].endswith("xxx END")
     assert "6.0 MB line: its middle is not shown" in long["text"] and len(long["text"]) < 200_000
-    assert frame.attrs["bytes_read"] < path.stat().st_size + 200_000
+    assert read.bytes < path.stat().st_size + 200_000
     found = logs.read_specs([spec(path)], tail=100, pattern="WARNING batch")
     assert len(found) == 1 and found["offset"].iloc[0] == long["offset"]
     with open(path, "a") as fh:
@@ -188,10 +193,11 @@ def test_follow_reads_only_appended_bytes_and_holds_a_torn_line(tmp_path):
     added = loguru("08:00:01", "INFO", "step 1") + loguru("08:00:02", "WARNING", "slow")
     with open(path, "a") as fh:
         fh.write(added + "\x1b[2m08:00:0")  # a writer mid-line
-    new = logs.read_specs([spec(path, "orchestrator")], tail=100, after=first.attrs["ends"])
+    with counted_reads() as read:
+        new = logs.read_specs([spec(path, "orchestrator")], tail=100, after=first.attrs["ends"])
     assert [logtext.strip_ansi(t) for t in new["text"]] == ["08:00:01    INFO step 1", "08:00:02 WARNING slow"]
     torn = len("\x1b[2m08:00:0")
-    assert new.attrs["bytes_read"] == 1 + len(added.encode()) + torn  # the byte before, then only what was appended
+    assert read.bytes == 1 + len(added.encode()) + torn  # the byte before, then only what was appended
     assert new.attrs["ends"][str(path)] == path.stat().st_size - torn
     with open(path, "a") as fh:
         fh.write("3\x1b[0m \x1b[1m   INFO\x1b[0m done\n")

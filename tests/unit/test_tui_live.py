@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.common import counted_reads
 from helpers import DATA, NEW_RUN, copy_run, set_all_mtimes, write_lines
 
 textual = pytest.importorskip("textual")
@@ -144,8 +145,9 @@ def test_logs_of_a_running_run_follow_appended_lines_keeping_levels_regex_and_sc
         real = run.read_log
 
         def counted(paths, **kw):
-            frame = real(paths, **kw)
-            calls.append((kw, frame.attrs["bytes_read"]))
+            with counted_reads() as read:
+                frame = real(paths, **kw)
+            calls.append((kw, read.bytes))
             return frame
 
         run.read_log = counted
