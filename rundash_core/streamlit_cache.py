@@ -1,4 +1,5 @@
-"""The one place where rundash_core meets Streamlit: caching of runs lists and Run objects.
+"""The one place where rundash_core meets Streamlit: caching of runs lists and Run objects, and
+the server's allowed roots set in each script run's thread (`use_roots`).
 
 Parsed file state lives in `rundash_core.cache.shared` (shared by all sessions, bounded in bytes,
 keyed by file identity); this module only adds the Streamlit-side caches that make reruns cheap.
