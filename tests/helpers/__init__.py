@@ -23,7 +23,7 @@ import pandas as pd
 from rundash_core import cache
 from rundash_core.io import jsonl
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # (this file is tests/helpers/__init__.py)
 REPO = TESTS.parent
 DATA = TESTS / "data"
 NEW_NAME = "math-python+wiki-search--qwen3-4b--0b45f1ec"
