@@ -310,7 +310,7 @@ def analyze(run, question: str, *, model: str | None = None, config: AIConfig | 
 def run_fingerprint(run) -> str:
     """Changes whenever the run's metrics do: answers are cached per this, question and model."""
     raw = f"{getattr(run, 'real_path', run.path)}|{run.metrics_version()!r}"
-    return hashlib.sha1(raw.encode()).hexdigest()[:16]
+    return hashlib.sha1(raw.encode("utf-8", "surrogateescape")).hexdigest()[:16]  # a non-UTF-8 file name too
 
 
 class AnswerCache:
