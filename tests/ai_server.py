@@ -4,10 +4,11 @@ error status instead (500, 401, 429, a 400 "context length" error)."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from helpers.serving import free_port
 
 CONTEXT_ERROR = "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."
 
@@ -90,7 +91,4 @@ class ChatServer(ThreadingHTTPServer):
 
 def dead_base_url() -> str:
     """A 127.0.0.1 URL where nothing listens (connection refused)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+    return f"http://127.0.0.1:{free_port()}/v1"

@@ -2,56 +2,20 @@
 driven by Playwright + Chromium."""
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 import rundash_core as rd
 
-from helpers import DATA, NEW_RUN, REPO, copy_run
+from helpers import DATA, NEW_RUN, copy_run
+from helpers.browser import fresh_page, serve_app
 
-ROOT = REPO
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 XSS_NAME = "<img src=x onerror=alert(1)>--qwen3-0.6b--0badc0de"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(out: Path | None, extra_env: dict) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app.py -- OUT` (no OUT: the demo) on a free port; returns once it answers
-    its health check."""
-    port = _free_port()
-    env = {**os.environ, **extra_env}
-    env.pop("RUNDASH_DIRS", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", *(["--", str(out)] if out else [])],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                return proc, url
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError("streamlit did not start: " + proc.stdout.read().decode(errors="replace"))
 
 
 @pytest.fixture(scope="module")
@@ -66,34 +30,17 @@ def served(tmp_path_factory):
     other = base / "more"
     shutil.copytree(DATA / "prime-rl-old" / "reverse-text--qwen3-0.6b--a7be3ee1",
                     other / "added-run--qwen3-0.6b--0000beef", symlinks=True)
-    proc, url = _serve(out, {"RUNDASH_ROOTS": str(base), "RUNDASH_CACHE_DIR": str(base / "cache")})
+    proc, url = serve_app(out, {"RUNDASH_ROOTS": str(base), "RUNDASH_CACHE_DIR": str(base / "cache")})
     yield {"url": url, "out": out, "other": other}
     proc.terminate()
     proc.wait(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-def _page(browser):
-    """A fresh browser context: no cookies, no session, like a colleague opening a link."""
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
-    page = ctx.new_page()
-    dialogs = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    return ctx, page, dialogs
 
 
 def test_run_link_opens_the_same_run_in_a_fresh_browser(served, browser):
     runs = rd.discover([served["out"]]).set_index("run_id")
     for run_id in ["math-python+wiki-search--qwen3-4b--0b45f1ec", "reverse-text--qwen3-0.6b--a7be3ee1"]:
         ov = rd.open_run(runs.loc[run_id, "path"]).overview()
-        ctx, page, _ = _page(browser)
+        ctx, page, _ = fresh_page(browser)
         page.goto(f"{served['url']}/?run={quote(run_id)}")
         expect(page.get_by_text(f"step {ov.step} of {ov.max_steps}")).to_be_visible(timeout=30000)
         expect(page.get_by_text(ov.model, exact=True).first).to_be_visible()
@@ -102,7 +49,7 @@ def test_run_link_opens_the_same_run_in_a_fresh_browser(served, browser):
 
 
 def test_selecting_a_run_updates_the_url_and_survives_page_changes(served, browser):
-    ctx, page, _ = _page(browser)
+    ctx, page, _ = fresh_page(browser)
     page.goto(served["url"] + "/?run=math-python%2Bwiki-search--qwen3-4b--0b45f1ec")
     expect(page.get_by_text("step 9 of 10")).to_be_visible(timeout=30000)
     page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").click()
@@ -117,7 +64,7 @@ def test_selecting_a_run_updates_the_url_and_survives_page_changes(served, brows
 
 
 def test_add_directory_checks_roots(served, browser):
-    ctx, page, _ = _page(browser)
+    ctx, page, _ = fresh_page(browser)
     page.goto(served["url"])
     expect(page.get_by_text("Runs (3)")).to_be_visible(timeout=30000)
     sidebar = page.get_by_test_id("stSidebar")
@@ -133,7 +80,7 @@ def test_add_directory_checks_roots(served, browser):
 
 
 def test_hostile_run_name_is_inert_text(served, browser):
-    ctx, page, dialogs = _page(browser)
+    ctx, page, dialogs = fresh_page(browser)
     page.goto(f"{served['url']}/?run={quote(XSS_NAME, safe='')}")
     expect(page.get_by_text("step 3 of 3")).to_be_visible(timeout=30000)
     expect(page.get_by_text(XSS_NAME + " · prime-rl", exact=False).first).to_be_visible()
@@ -148,7 +95,7 @@ def test_a_shortened_path_reads_whole_in_its_cell_overlay(served, browser):
     opening the cell (Enter or double-click) shows all of it."""
     paths = [str(p) for p in rd.discover([served["out"]])["path"]]
     assert all(len(p) > 48 for p in paths)  # all shortened in the table
-    ctx, page, _ = _page(browser)
+    ctx, page, _ = fresh_page(browser)
     page.goto(served["url"])
     canvas = page.get_by_test_id("stDataFrame").first.locator("canvas").first
     expect(canvas).to_be_visible(timeout=30000)
@@ -167,7 +114,7 @@ def test_a_shortened_path_reads_whole_in_its_cell_overlay(served, browser):
 def test_metrics_view_lives_in_the_url(served, browser, tmp_path):
     # a fresh server whose very first request is a page link (Streamlit then runs pages/metrics.py
     # directly unless the page hands over to app.py's navigation)
-    proc, url0 = _serve(served["out"], {"RUNDASH_ROOTS": str(served["out"]), "RUNDASH_CACHE_DIR": str(tmp_path)})
+    proc, url0 = serve_app(served["out"], {"RUNDASH_ROOTS": str(served["out"]), "RUNDASH_CACHE_DIR": str(tmp_path)})
     try:
         _metrics_link_round_trip(url0, browser)
     finally:
@@ -177,7 +124,7 @@ def test_metrics_view_lives_in_the_url(served, browser, tmp_path):
 
 def _metrics_link_round_trip(base: str, browser) -> None:
     run_id = "math-python+wiki-search--qwen3-4b--0b45f1ec"
-    ctx, page, _ = _page(browser)
+    ctx, page, _ = fresh_page(browser)
     page.goto(f"{base}/metrics?run={quote(run_id)}&smooth=running_avg&amount_running_avg=5&view=sections")
     charts = page.get_by_test_id("stPlotlyChart")
     expect(charts.first).to_be_visible(timeout=30000)
@@ -188,7 +135,7 @@ def _metrics_link_round_trip(base: str, browser) -> None:
     url = page.url
     ctx.close()
 
-    ctx, page, _ = _page(browser)  # a colleague opening the copied link sees the same view
+    ctx, page, _ = fresh_page(browser)  # a colleague opening the copied link sees the same view
     page.goto(url)
     expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=30000)
     expect(page.get_by_role("combobox", name="Smoothing")).to_have_value("Running average")
@@ -200,7 +147,7 @@ def _metrics_link_round_trip(base: str, browser) -> None:
 
 def test_compare_overlays_the_runs_of_the_link(served, browser):
     ids = ["math-python+wiki-search--qwen3-4b--0b45f1ec", "reverse-text--qwen3-0.6b--a7be3ee1"]
-    ctx, page, _ = _page(browser)
+    ctx, page, _ = fresh_page(browser)
     page.goto(f"{served['url']}/compare?run={quote(ids[0])}&runs={quote(ids[0])}&runs={quote(ids[1])}")
     chart = page.get_by_test_id("stPlotlyChart").first
     expect(chart).to_be_visible(timeout=30000)
@@ -213,7 +160,7 @@ def test_live_charts_grow_until_paused(browser, tmp_path):
     """The built-in demo's live run keeps writing; its charts follow in the fragment until paused."""
     proc, url = _serve_demo(tmp_path)
     try:
-        ctx, page, _ = _page(browser)
+        ctx, page, _ = fresh_page(browser)
         page.goto(url)
         expect(page.get_by_text("Runs (", exact=False)).to_be_visible(timeout=60000)
         live = rd.discover([tmp_path / "demo"])
@@ -238,32 +185,29 @@ def test_live_charts_grow_until_paused(browser, tmp_path):
 
 def _serve_demo(tmp_path: Path) -> tuple[subprocess.Popen, str]:
     """The app with no directory: it writes the built-in demo (and its live writer) to the cache dir."""
-    return _serve(None, {"RUNDASH_CACHE_DIR": str(tmp_path)})
+    return serve_app(None, {"RUNDASH_CACHE_DIR": str(tmp_path)})
 
 
-def test_the_sidebar_add_box_shows_a_refused_path_as_text_not_markdown(tmp_path):
+def test_the_sidebar_add_box_shows_a_refused_path_as_text_not_markdown(browser, tmp_path):
     """In a real browser (AppTest does not submit this form): a path typed in the box comes back
     in the refusal as text, never as a link or an image fetched from elsewhere."""
     copy_run(NEW_RUN, tmp_path / "outputs")
-    proc, url = _serve(tmp_path / "outputs", {"RUNDASH_ROOTS": str(tmp_path / "outputs"),
-                                              "RUNDASH_CACHE_DIR": str(tmp_path / "cache")})
+    proc, url = serve_app(tmp_path / "outputs", {"RUNDASH_ROOTS": str(tmp_path / "outputs"),
+                                                 "RUNDASH_CACHE_DIR": str(tmp_path / "cache")})
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            ctx, page, dialogs = _page(browser)
-            page.goto(url)
-            sidebar = page.get_by_test_id("stSidebar")
-            sidebar.get_by_text("Directories").click()
-            sidebar.get_by_label("Add a directory").fill(
-                "/elsewhere/[click me](http://evil.example/x) ![t](http://evil.example/t.png) **bold**")
-            sidebar.get_by_role("button", name="Add").click()
-            expect(sidebar.get_by_text("outside the allowed roots")).to_be_visible(timeout=30000)
-            expect(sidebar.get_by_text("[click me](", exact=False)).to_be_visible()  # literally, as typed
-            expect(sidebar.get_by_text("**bold**", exact=False)).to_be_visible()
-            assert page.locator("a[href*='evil.example']").count() == 0
-            assert page.locator("img[src*='evil.example']").count() == 0 and dialogs == []
-            ctx.close()
-            browser.close()
+        ctx, page, dialogs = fresh_page(browser)
+        page.goto(url)
+        sidebar = page.get_by_test_id("stSidebar")
+        sidebar.get_by_text("Directories").click()
+        sidebar.get_by_label("Add a directory").fill(
+            "/elsewhere/[click me](http://evil.example/x) ![t](http://evil.example/t.png) **bold**")
+        sidebar.get_by_role("button", name="Add").click()
+        expect(sidebar.get_by_text("outside the allowed roots")).to_be_visible(timeout=30000)
+        expect(sidebar.get_by_text("[click me](", exact=False)).to_be_visible()  # literally, as typed
+        expect(sidebar.get_by_text("**bold**", exact=False)).to_be_visible()
+        assert page.locator("a[href*='evil.example']").count() == 0
+        assert page.locator("img[src*='evil.example']").count() == 0 and dialogs == []
+        ctx.close()
     finally:
         proc.terminate()
         proc.wait(10)

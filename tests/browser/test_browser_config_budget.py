@@ -9,9 +9,8 @@ import time
 from playwright.sync_api import expect
 
 from helpers import NEW_RUN, copy_run
-from test_browser import browser  # noqa: F401 (the same module-scoped fixture)
-from test_browser_offline import launched_rundash
-from test_configview import BIG_LINE
+from helpers.hostile import BIG_LINE
+from helpers.serving import launched_rundash
 
 TIMEOUT = 90_000  # ms: two cores shared with whatever else runs
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'

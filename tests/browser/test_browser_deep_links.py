@@ -13,10 +13,9 @@ import pytest
 from playwright.sync_api import expect
 
 from rundash_core.serve import deep_links
-from test_browser import browser  # noqa: F401 (browser: the module-scoped Chromium)
-from test_browser_offline import launched_rundash, nav_pages
 
-from helpers import DATA
+from helpers import DATA, nav_pages
+from helpers.serving import launched_rundash
 
 RUN_ID = "math-python+wiki-search--qwen3-4b--0b45f1ec"
 TIMEOUT = 60_000  # ms: two cores shared with whatever else runs

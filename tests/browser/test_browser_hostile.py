@@ -15,8 +15,8 @@ from playwright.sync_api import expect
 
 import rundash_core as rd
 from helpers import NEW_METRICS, NEW_RUN, copy_run
-from test_browser import _serve, browser  # noqa: F401 (browser: the same module-scoped fixture)
-from test_hostile import _hostile_tree
+from helpers.browser import serve_app
+from helpers.hostile import hostile_tree
 
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=1</script>'
 XSS_RUN = "xss-run"
@@ -47,10 +47,10 @@ def hostile_served(tmp_path_factory):
     root, outside = base / "root", base / "outside"
     root.mkdir()
     outside.mkdir()
-    _hostile_tree(root, outside)
+    hostile_tree(root, outside)
     _xss_run(root)
     # RUNDASH_ROOTS empty: the allowed roots are the start directory
-    proc, url = _serve(root, {"RUNDASH_ROOTS": "", "RUNDASH_CACHE_DIR": str(base / "cache")})
+    proc, url = serve_app(root, {"RUNDASH_ROOTS": "", "RUNDASH_CACHE_DIR": str(base / "cache")})
     yield {"url": url, "root": root, "outside": outside}
     proc.terminate()
     proc.wait(10)

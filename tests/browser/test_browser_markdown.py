@@ -14,9 +14,8 @@ from playwright.sync_api import expect
 import rundash_core as rd
 from ai_server import ChatServer
 from helpers import NEW_RUN, copy_run
-from test_browser import browser  # noqa: F401 (the module-scoped Chromium)
-from test_browser_offline import launched_rundash
-from test_inert_markdown import HOSTILE
+from helpers.hostile import HOSTILE_MARKDOWN
+from helpers.serving import launched_rundash
 
 TIMEOUT = 90_000  # ms: two shared cores
 
@@ -45,7 +44,7 @@ def counter():
 def _payload(port: int) -> str:
     here = f"http://127.0.0.1:{port}/p.png?d=secret"
     return "\n\n".join(s.replace("http://evil.example/p.png?d=secret", here).replace("http://evil.example", f"http://127.0.0.1:{port}")
-                       for s in HOSTILE.values()) + f"\n\n[control link]({here})\n"
+                       for s in HOSTILE_MARKDOWN.values()) + f"\n\n[control link]({here})\n"
 
 
 def test_no_image_from_an_ai_answer_or_a_report_is_fetched(tmp_path: Path, browser, counter, monkeypatch):  # noqa: F811

@@ -4,71 +4,20 @@ navigation renders under /rd/ with no exception and no outside request; a bundle
 Import page becomes a run of the session, a hostile one is refused."""
 from __future__ import annotations
 
-import contextlib
 import io
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import tarfile
-import time
 import urllib.request
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from helpers import OLD_RUN, REPO
+from helpers import OLD_RUN, nav_pages
+from helpers.browser import CHROMIUM, CHROMIUM_ARGS
+from helpers.serving import launched_rundash
 
-ROOT = REPO
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 BASE = "/rd"
-
-
-def nav_pages() -> list[tuple[str, str, bool]]:
-    """(url path, title, default) of every page in the navigation list (`pages/_ui.py`), in order."""
-    pages = re.findall(r'st\.Page\("pages/(\w+)\.py",\s*title="([^"]+)"([^)]*)\)', (ROOT / "pages" / "_ui.py").read_text())
-    assert pages, "no st.Page in pages/_ui.py"
-    return [(stem, title, "default=True" in rest) for stem, title, rest in pages]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def launched_rundash(base: Path, args: list[str], *, cwd: Path | None = None):
-    """`rundash ARGS` (the launcher, its own process group, caches under `base`) until it says it is
-    serving; yields (port, log path); stopped with Ctrl-C on the group (SIGKILL after 20 s)."""
-    port = _free_port()
-    env = {**os.environ, "RUNDASH_CACHE_DIR": str(base / "cache")}
-    for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"):
-        env.pop(k, None)
-    log_path = base / f"launcher-{port}.log"
-    log = log_path.open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "rundash_core.serve.cli", *args, "--port", str(port)], cwd=cwd, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.time() + 90
-        while "rundash is serving at" not in log_path.read_text():
-            assert proc.poll() is None and time.time() < deadline, log_path.read_text()
-            time.sleep(0.3)
-        yield port, log_path
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="module")

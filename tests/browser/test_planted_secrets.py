@@ -207,7 +207,8 @@ def browser_frames(folder: str) -> dict[str, set[int]]:
     planted run."""
     from playwright.sync_api import sync_playwright
 
-    from test_browser_offline import CHROMIUM, CHROMIUM_ARGS, launched_rundash
+    from helpers.browser import CHROMIUM, CHROMIUM_ARGS
+    from helpers.serving import launched_rundash
 
     base = Path(folder).parent / "browser"
     base.mkdir(exist_ok=True)

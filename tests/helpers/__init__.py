@@ -21,7 +21,6 @@ from pathlib import Path
 import pandas as pd
 
 from rundash_core import cache
-from rundash_core.io import jsonl
 
 TESTS = Path(__file__).resolve().parents[1]  # (this file is tests/helpers/__init__.py)
 REPO = TESTS.parent
@@ -36,11 +35,21 @@ OLD_METRICS = "metrics.jsonl"
 RESERVED = {"step", "time", "_timestamp", "producer"}
 
 
-def app_pages() -> list[str]:
-    """Every page of the app's navigation (`_ui.navigation`'s `st.Page("pages/….py"` lines), in order: what
-    "every page" tests walk, so a new page is covered the day it is added."""
+def nav_pages() -> list[tuple[str, str, bool]]:
+    """(url path, title, default) of every page in the app's navigation (`pages/_ui.py`'s
+    `st.Page("pages/….py", title=…)` lines), in order: what "every page" tests walk, so a new page
+    is covered the day it is added."""
     text = (REPO / "pages" / "_ui.py").read_text()
-    return re.findall(r'st\.Page\("(pages/[\w]+\.py)"', text)
+    pages = re.findall(r'st\.Page\("pages/(\w+)\.py",\s*title="([^"]+)"([^)]*)\)', text)
+    assert pages, "no st.Page in pages/_ui.py"
+    return [(stem, title, "default=True" in rest) for stem, title, rest in pages]
+
+
+def app_pages() -> list[str]:
+    """Every page of the navigation as AppTest switches to it (`pages/….py`), in order."""
+    return [f"pages/{stem}.py" for stem, _title, _default in nav_pages()]
+
+
 # Spec 4.6, rule 2 and rules 3-4, transcribed from the format notes.
 LEGACY_TRAINER = re.compile(
     r"^(perf|optim|loss|entropy|system|mismatch_kl|kl_ent_ratio|is_masked|masked_|unmasked_|max_vio|routing_"

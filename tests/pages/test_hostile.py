@@ -3,12 +3,12 @@ its own row, not the runs list. (Secrets, roots and user patterns have their own
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 import rundash_core as rd
 from helpers import NEW_METRICS, NEW_RUN, copy_run, DATA, REPO
+from helpers.hostile import hostile_tree
 
 
 def _everything(run) -> list:
@@ -109,43 +109,13 @@ def test_a_trial_started_in_year_9999_is_no_time(tmp_path):
     assert len(row) == 1 and row["duration_s"].isna().all()  # no time, no exception
 
 
-def _hostile_tree(root: Path, outside: Path) -> None:
-    """Runs a hostile teammate could leave in a shared folder: secrets in every spelling, links
-    out of the root at several levels, a config nested too deep, a FIFO, a huge step."""
-    import json
-    import shutil
-
-    run = copy_run(NEW_RUN, root, name="secrets-and-links")
-    orch = run / "configs" / "attempt_2" / "resolved" / "orchestrator.json"
-    cfg = json.loads(orch.read_text())
-    cfg.update({"wandbApiKey": "SECRET-1", "api-key": "SECRET-2", "db_pass": "SECRET-3",
-                "secrets": {"x": "SECRET-4"}, "client": {"Authorization": "Bearer SECRET-5"},
-                "max_tokens": 512, "tokenizer": "Qwen/Qwen3-4B"})
-    orch.write_text(json.dumps(cfg))
-    (run / "configs" / "attempt_2" / "command.txt").write_text(
-        "OPENAI_API_KEY=SECRET-6 uv run rl --token SECRET-7 --openai-api-key SECRET-8 -H 'Authorization: Bearer SECRET-9'\n")
-    (outside / "passwd").write_text("root:x:0:0:OUTSIDE-CONTENT\n")
-    os.symlink(outside / "passwd", run / "configs" / "attempt_2" / "resolved" / "stolen.json")
-    copy_run(NEW_RUN, outside, name="outside-run")
-    os.symlink(outside / "outside-run", root / "linked-run")
-    nested = copy_run(NEW_RUN, root, name="deep-json")
-    (nested / "configs/attempt_2/resolved/trainer.json").write_text("[" * 100_000 + "]" * 100_000)
-    fifo = copy_run(NEW_RUN, root, name="fifo")
-    os.remove(fifo / NEW_METRICS)
-    os.mkfifo(fifo / NEW_METRICS)
-    big = copy_run(NEW_RUN, root, name="big-int")
-    with open(big / NEW_METRICS, "a") as fh:
-        fh.write('{"step": %d, "loss": 1.0}\n\x00\xff garbage\n{"step": 12, "x": NaN}\n' % 10**30)
-    shutil.copy(DATA / "verl" / "dq_math.log", root / "verl.log")
-
-
 def test_every_page_over_a_hostile_tree_shows_no_secret_no_outside_content_no_traceback(tmp_path, monkeypatch):
     from helpers import app_pages, open_page
 
     root, outside = tmp_path / "root", tmp_path / "outside"
     root.mkdir()
     outside.mkdir()
-    _hostile_tree(root, outside)
+    hostile_tree(root, outside)
     from rundash_core.io import files
 
     files.set_roots([root])  # as the app does for its start directories

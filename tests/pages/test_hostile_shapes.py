@@ -14,6 +14,7 @@ import pytest
 
 import rundash_core as rd
 from helpers import DATA, app_pages, copy_run, open_page
+from helpers.serving import in_child_as
 from rundash_core import ai
 from rundash_core.io.files import set_roots
 from rundash_core.views.display_text import md_escape
@@ -22,6 +23,7 @@ PRIME = DATA / "prime-rl" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 TRACES = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 METRICS = Path("monitors/file/metrics.jsonl")
 BAD = b"bad\xff.log"
+NOBODY = 65534  # the uid and gid the unreadable-file tests drop to
 SURROGATE_LINE = b'{"step": 3, "time": 1.0, "x\\ud800y": 2.0, "note": "\\udfff", "producer": "trainer"}\n'
 DEEP_LINE = b"[" * 100_000 + b"]" * 100_000 + b"\n"
 LEGO_LOG = "qwen3-8b-swegym-gspo-async-r1.log"
@@ -212,33 +214,10 @@ def _report(runs: list[str]) -> dict:
     return out
 
 
-def _in_child_as_nobody(work) -> dict:
-    """`work()` (a JSON-able dict) run in a forked child that dropped to uid/gid 65534 (mode 000 files are
-    unreadable to it, unlike to root); the child ends with os._exit, no pytest teardown."""
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(rfd)
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(wfd, json.dumps(work()).encode())
-        except BaseException:  # noqa: BLE001
-            code = 1
-        os._exit(code)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as fh:
-        data = fh.read()
-    _, status = os.waitpid(pid, 0)
-    assert status == 0 and data, "the unprivileged child failed"
-    return json.loads(data)
-
-
 def _as_nobody(runs: list[str]) -> dict:
     _report([str(PRIME), str(TRACES), str(DATA / "verl" / "dq_math.log"), str(DATA / "lego" / "logs" / LEGO_LOG),
              str(DATA / "relax" / "relax-run")])  # import lazily loaded modules as root
-    return _in_child_as_nobody(lambda: _report(runs))
+    return in_child_as(NOBODY, lambda: _report(runs))
 
 
 def test_unreadable_files_are_named_and_nothing_raises():
@@ -291,7 +270,7 @@ def _trajectory_as_nobody(folder: str, run_id: str, sample_id: str) -> dict:
         return {"exceptions": [str(e.value) for e in at.exception], "errors": [e.value for e in at.error],
                 "warnings": [w.value for w in at.warning]}
 
-    return _in_child_as_nobody(shown)
+    return in_child_as(NOBODY, shown)
 
 
 def test_the_trajectory_page_names_an_unreadable_episode_file():

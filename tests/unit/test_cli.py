@@ -17,6 +17,7 @@ from rundash_core.serve import cli
 from rundash_core.serve import guided
 from rundash_core.serve import instances
 from rundash_core.serve import launch
+from helpers.serving import free_port, launch_plan, stop_group
 
 
 
@@ -33,21 +34,11 @@ def no_start(monkeypatch):
     monkeypatch.setattr(launch, "serve", lambda plan: pytest.fail(f"must not start: {plan}"))
 
 
-def _plan(argv, cwd=None):
-    return launch.make_plan(launch.build_parser().parse_args(argv), cwd=cwd)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_plan_runs_streamlit_on_app_py_with_every_setting(tmp_path):
     root = tmp_path / "team"
     out = copy_run(NEW_RUN, root / "outputs").parent
-    port = _free_port()
-    plan = _plan([str(out), "--port", str(port), "--host", "127.0.0.1", "--base-path", "/rd/", "--roots", str(root)])
+    port = free_port()
+    plan = launch_plan([str(out), "--port", str(port), "--host", "127.0.0.1", "--base-path", "/rd/", "--roots", str(root)])
     cmd = plan.command(launch.app_path())
     assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", str(launch.app_path())]
     assert Path(cmd[4]).is_file()  # app.py served with the deep-link fix (test_browser_deep_links)
@@ -87,7 +78,7 @@ def test_cli_refuses_a_dir_outside_the_roots(no_start, tmp_path, capsys, how):
     target = {"absolute": str(outside), "dotdot": f"{root}/../outside", "symlink": str(root / "link"),
               "encoded": f"{root}/%2e%2e%2f..%2foutside"}[how]
     with pytest.raises(SystemExit):
-        cli.main([target, "--roots", str(root), "--port", str(_free_port())])
+        cli.main([target, "--roots", str(root), "--port", str(free_port())])
     err = capsys.readouterr().err
     assert "outside the allowed roots" in err or "no such directory" in err
     assert str(root) in err or how == "encoded"
@@ -96,7 +87,7 @@ def test_cli_refuses_a_dir_outside_the_roots(no_start, tmp_path, capsys, how):
 def test_a_dir_inside_the_roots_is_accepted(tmp_path):
     root = tmp_path / "root"
     run = copy_run(NEW_RUN, root / "outputs")
-    plan = _plan([str(run.parent), "--roots", str(root), "--port", str(_free_port())])
+    plan = launch_plan([str(run.parent), "--roots", str(root), "--port", str(free_port())])
     assert plan.dirs == [str(run.parent)] and plan.roots == [str(root)]
 
 
@@ -111,7 +102,7 @@ def test_a_taken_port_is_refused_and_the_next_free_one_chosen(tmp_path, no_start
         assert f"port {port} is taken" in capsys.readouterr().err
         chosen = instances.free_port(None, (port, port + 50))
         assert chosen is not None and chosen != port and instances.port_free(chosen)
-    default = _plan([str(tmp_path)])
+    default = launch_plan([str(tmp_path)])
     assert 8501 <= default.port <= 8520 and instances.port_free(default.port)
     assert all(not instances.port_free(p) for p in range(8501, default.port))  # the lowest free one
 
@@ -158,7 +149,7 @@ def test_guided_start_ranks_folders_by_their_runs(tmp_path):
     assert [(c.path, c.runs) for c in ranked] == [(str(tmp_path / "outputs"), 2), (str(tmp_path / "logs"), 1)]
     assert all(c.newest is not None for c in ranked)
     assert ranked[0].describe().startswith("2 runs, newest ")
-    plan = _plan(["--port", str(_free_port())], cwd=str(tmp_path))
+    plan = launch_plan(["--port", str(free_port())], cwd=str(tmp_path))
     assert plan.dirs == [str(tmp_path / "outputs")]
     text = plan.describe()
     assert "2 runs" in text and str(tmp_path / "logs") in text and "1 run," in text
@@ -178,7 +169,7 @@ def test_rank_breaks_ties_by_the_newest_write():
 
 def test_guided_start_with_no_runs_is_the_demo(tmp_path):
     (tmp_path / "empty").mkdir()
-    plan = _plan(["--port", str(_free_port())], cwd=str(tmp_path))
+    plan = launch_plan(["--port", str(free_port())], cwd=str(tmp_path))
     assert plan.dirs == [] and "built-in demo" in plan.describe()
 
 
@@ -186,7 +177,7 @@ def test_guided_start_asks_and_does_not_start_without_an_answer(tmp_path):
     copy_run(NEW_RUN, tmp_path / "outputs")
     env = {**os.environ, "RUNDASH_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("RUNDASH_DIRS", None)
-    res = subprocess.run([sys.executable, "-m", "rundash_core.serve.cli", "--port", str(_free_port())], cwd=tmp_path,
+    res = subprocess.run([sys.executable, "-m", "rundash_core.serve.cli", "--port", str(free_port())], cwd=tmp_path,
                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert res.returncode == 1
     assert str(tmp_path / "outputs") in res.stdout and "Proceed?" in res.stdout
@@ -208,7 +199,7 @@ def test_help_lists_the_commands_and_the_server_options():
 
 def test_the_server_binds_loopback_unless_asked(tmp_path):
     out = copy_run(NEW_RUN, tmp_path / "outputs").parent
-    plan = _plan([str(out)])
+    plan = launch_plan([str(out)])
     cmd = plan.command(launch.app_path())
     assert plan.host == "127.0.0.1" and cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert plan.local_url == f"http://127.0.0.1:{plan.port}/"
@@ -216,7 +207,7 @@ def test_the_server_binds_loopback_unless_asked(tmp_path):
     assert f"ssh -N -L {plan.port}:127.0.0.1:{plan.port} " in launch.forward_command(plan.port, plan.host)
     assert "-L 8600:localhost:8600 " in launch.forward_command(8600, "0.0.0.0")
     assert "-L 8600:[::1]:8600 " in launch.forward_command(8600, "::1")
-    everywhere = _plan([str(out), "--host", "0.0.0.0"]).command(launch.app_path())
+    everywhere = launch_plan([str(out), "--host", "0.0.0.0"]).command(launch.app_path())
     assert everywhere[everywhere.index("--server.address") + 1] == "0.0.0.0"
 
 
@@ -234,7 +225,7 @@ def _listening_addresses(port: int) -> set[str]:
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket table")
 def test_a_started_server_listens_on_loopback_only(tmp_path):
     out = copy_run(NEW_RUN, tmp_path / "outputs").parent
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "RUNDASH_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("RUNDASH_DIRS", None)
     proc = subprocess.Popen([sys.executable, "-m", "rundash_core.serve.cli", str(out), "--port", str(port)], env=env,
@@ -249,8 +240,7 @@ def test_a_started_server_listens_on_loopback_only(tmp_path):
         assert f"-L {port}:127.0.0.1:{port} " in text
         assert _listening_addresses(port) == {"127.0.0.1"}
     finally:
-        os.killpg(proc.pid, 2)
-        proc.wait(30)
+        stop_group(proc, grace=30)
 
 
 def test_no_at_the_question_starts_nothing_and_exits_0(tmp_path, monkeypatch, capsys, no_start):

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 
-import pandas as pd
 import pytest
 
 import rundash_core as rd
@@ -13,6 +12,7 @@ from rundash_core.views.config_search import (MISSING, compile_search, filter_te
 from rundash_core.views.runs_table import filter_runs
 from rundash_core.settings import allowed_roots, check_added_dir, startup_dirs
 from helpers import NEW_RUN, OLD_RUN, copy_run
+from helpers.hostile import BIG_LINE
 
 CFG = {
     "model": {"name": "Qwen/Qwen3-4B", "dtype": "bfloat16", "lora": {"rank": 8}},
@@ -218,7 +218,6 @@ def test_startup_dirs_and_roots(tmp_path):
 # the budget: a huge one-line config never reaches the browser whole --------------------------------
 from rundash_core.views.config_search import CONTEXT, MAX_LINE, MAX_MATCHES, shown_config, within_budget  # noqa: E402
 
-BIG_LINE = "python train.py " + " ".join(f"--model.layer{i}=qwen-{i:07d}" for i in range(40_000))  # ~1.2 MB
 SEEN = rx("qwen").count(BIG_LINE)  # a search reads a line's first MAX_INPUT_CHARS (1 MB): fewer than 40,000
 
 

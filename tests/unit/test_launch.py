@@ -17,23 +17,15 @@ from pathlib import Path
 import pytest
 
 from helpers import NEW_RUN, copy_run
+from helpers.serving import free_port, launcher_env, stop_group
 from rundash_core.serve import instances
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Launcher:
     """`python -m rundash_core.serve.cli ARGS` in `cwd`, its output collected line by line."""
 
     def __init__(self, args: list[str], cwd: Path, cache: Path, stdin: str = ""):
-        env = {**os.environ, "RUNDASH_CACHE_DIR": str(cache)}
-        for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"):
-            env.pop(k, None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "rundash_core.serve.cli", *args], cwd=cwd, env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "rundash_core.serve.cli", *args], cwd=cwd, env=launcher_env(cache),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, start_new_session=True)
         self.proc.stdin.write(stdin)
@@ -58,11 +50,7 @@ class Launcher:
         return self.text
 
     def kill(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        stop_group(self.proc, grace=0)
 
 
 def _children(pid: int) -> list[int]:
@@ -75,7 +63,7 @@ def _children(pid: int) -> list[int]:
 def test_guided_start_serves_reports_and_stops_cleanly(tmp_path):
     work, cache = tmp_path / "work", tmp_path / "cache"
     copy_run(NEW_RUN, work / "outputs")
-    port = _free_port()
+    port = free_port()
     first = Launcher(["--port", str(port), "--host", "127.0.0.1"], work, cache, stdin="y\n")
     try:
         text = first.wait_for("rundash is serving at")
@@ -111,7 +99,7 @@ def test_an_empty_dir_is_diagnosed_with_the_folders_holding_runs(tmp_path):
     work, cache = tmp_path / "work", tmp_path / "cache"
     copy_run(NEW_RUN, work / "outputs")
     (work / "logs").mkdir()
-    launcher = Launcher([str(work / "logs"), "--port", str(_free_port()), "--host", "127.0.0.1"], work, cache)
+    launcher = Launcher([str(work / "logs"), "--port", str(free_port()), "--host", "127.0.0.1"], work, cache)
     try:
         text = launcher.wait_for("runs were found in")
         assert f"no runs found in {work / 'logs'}" in text
@@ -136,12 +124,9 @@ def test_sigint_to_the_launcher_pid_alone_stops_it_and_its_server(tmp_path):
     with SIGINT ignored: the launcher and its server exit within seconds and the port is free."""
     runs, cache = tmp_path / "outputs", tmp_path / "cache"
     copy_run(NEW_RUN, runs)
-    port = _free_port()
-    env = {**os.environ, "RUNDASH_CACHE_DIR": str(cache)}
-    for k in ("RUNDASH_DIRS", "RUNDASH_ROOTS"):
-        env.pop(k, None)
+    port = free_port()
     rundash = str(Path(sys.executable).with_name("rundash"))
-    proc = subprocess.Popen([rundash, str(runs), "--port", str(port), "--host", "127.0.0.1"], env=env, cwd=tmp_path,
+    proc = subprocess.Popen([rundash, str(runs), "--port", str(port), "--host", "127.0.0.1"], env=launcher_env(cache), cwd=tmp_path,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     lines: list[str] = []
@@ -163,8 +148,4 @@ def test_sigint_to_the_launcher_pid_alone_stops_it_and_its_server(tmp_path):
         time.sleep(0.3)
         assert any("rundash stopped" in line for line in lines)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        stop_group(proc, grace=0)

@@ -18,7 +18,7 @@ import pytest
 from helpers import NEW_RUN, copy_run
 from rundash_core.serve import instances
 from rundash_core.serve import launch
-from test_cli import _free_port, _plan
+from helpers.serving import free_port, in_child_as, launch_plan, stop_group
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def test_a_garbled_instances_file_or_a_directory_in_its_place_never_stops_a_laun
     assert instances.live() == [] and instances.serving([out]) is None
     instances.record(os.getpid(), "http://localhost:8518/", [out])
     instances.remove(os.getpid())
-    assert _plan([out]).port is not None
+    assert launch_plan([out]).port is not None
     assert sorted(p.name for p in path.parent.iterdir()) == ["instances.json", "instances.lock"]  # no tmp left
 
 
@@ -90,7 +90,7 @@ def test_a_dead_servers_pid_reused_by_another_process_is_not_reported(tmp_path):
 
 
 def test_a_port_a_recorded_server_has_not_bound_yet_is_not_chosen_again():
-    port = _free_port()
+    port = free_port()
     assert instances.free_port(ports=(port, port)) == port
     instances.record(os.getpid(), f"http://localhost:{port}/", ["/somewhere"])  # starting, not bound yet
     assert instances.free_port(ports=(port, port)) is None
@@ -98,7 +98,7 @@ def test_a_port_a_recorded_server_has_not_bound_yet_is_not_chosen_again():
 
 @pytest.mark.skipif(not _ipv6(), reason="no IPv6 on this machine")
 def test_ports_and_urls_on_ipv6():
-    port = _free_port()
+    port = free_port()
     with socket.socket(socket.AF_INET6) as s:  # a server on [::] only takes the port for Streamlit too
         s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -106,7 +106,7 @@ def test_ports_and_urls_on_ipv6():
         s.listen()
         assert not instances.port_free(port) and instances.free_port(ports=(port, port)) is None
         assert instances.port_free(port, "127.0.0.1")
-    plan = _plan(["--host", "::1", "--yes"], cwd="/nonexistent")
+    plan = launch_plan(["--host", "::1", "--yes"], cwd="/nonexistent")
     assert 8501 <= plan.port <= 8520 and plan.local_url == f"http://[::1]:{plan.port}/"
 
 
@@ -134,28 +134,18 @@ def test_the_forward_command_for_a_user_without_a_name():
     import encodings.idna  # noqa: F401 - loaded before the switch (the interpreter's files may not be
     import pwd  # noqa: F401 - readable by that uid)
 
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # a container's bare uid: no passwd entry, no USER
-        try:
-            for k in ("USER", "LOGNAME", "LNAME", "USERNAME"):
-                os.environ.pop(k, None)
-            os.setuid(54321)
-            os.write(write, launch.forward_command(8501).encode())
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
-            os.write(write, f"failed: {e!r}".encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    os.waitpid(pid, 0)
-    with os.fdopen(read) as f:
-        text = f.read()
-    assert text.startswith("ssh -N -L 8501:127.0.0.1:8501 ") and "failed" not in text, text  # the default host
+    def forward_command() -> str:  # in a container's bare uid: no passwd entry, no USER
+        for k in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+            os.environ.pop(k, None)
+        return launch.forward_command(8501)
+
+    text = in_child_as(54321, forward_command)
+    assert text.startswith("ssh -N -L 8501:127.0.0.1:8501 "), text  # the default host
 
 
 def test_an_unknown_host_is_named_not_blamed_on_the_ports():
     with pytest.raises(ValueError, match="--host no-such-host.invalid"):
-        _plan(["--host", "no-such-host.invalid", "--yes"], cwd="/nonexistent")
+        launch_plan(["--host", "no-such-host.invalid", "--yes"], cwd="/nonexistent")
 
 
 def test_base_path_forms():
@@ -170,21 +160,21 @@ def test_rundash_roots_from_the_environment_are_enforced_and_passed_on_absolute(
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RUNDASH_ROOTS", os.pathsep.join(["", "data", " "]))  # relative, empty entries
-    plan = _plan([str(tmp_path / "data" / "runs")])
+    plan = launch_plan([str(tmp_path / "data" / "runs")])
     assert plan.roots == [str(tmp_path / "data")]
     assert plan.environment()["RUNDASH_ROOTS"] == str(tmp_path / "data")  # the server runs in app.py's folder
     with pytest.raises(ValueError, match="outside the allowed roots"):
-        _plan([str(tmp_path / "elsewhere")])
+        launch_plan([str(tmp_path / "elsewhere")])
     with pytest.raises(ValueError, match="empty path"):
-        _plan([str(tmp_path / "data" / "runs"), "--roots", ""])  # not silently the current folder
+        launch_plan([str(tmp_path / "data" / "runs"), "--roots", ""])  # not silently the current folder
     monkeypatch.setenv("RUNDASH_ROOTS", str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="RUNDASH_ROOTS .*missing: no such directory"):
-        _plan([str(tmp_path / "data" / "runs")])
+        launch_plan([str(tmp_path / "data" / "runs")])
 
 
 def test_a_server_that_dies_at_start_says_so_with_its_last_lines(tmp_path, capsys):
     out = copy_run(NEW_RUN, tmp_path / "outputs").parent
-    plan = _plan([str(out), "--host", "127.0.0.1", "--port", str(_free_port())])
+    plan = launch_plan([str(out), "--host", "127.0.0.1", "--port", str(free_port())])
     with socket.socket() as s:  # taken after the plan was made: Streamlit cannot bind it
         s.bind(("127.0.0.1", plan.port))
         s.listen()
@@ -199,7 +189,7 @@ def test_sigterm_stops_the_server_and_leaves_no_instance_entry(tmp_path):
     out, cache = copy_run(NEW_RUN, tmp_path / "outputs").parent, tmp_path / "cache"
     env = {**os.environ, "RUNDASH_CACHE_DIR": str(cache)}
     proc = subprocess.Popen([sys.executable, "-m", "rundash_core.serve.cli", str(out), "--host", "127.0.0.1",
-                             "--port", str(_free_port())], env=env, stdout=subprocess.PIPE,
+                             "--port", str(free_port())], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         deadline = time.time() + 90
@@ -215,6 +205,4 @@ def test_sigterm_stops_the_server_and_leaves_no_instance_entry(tmp_path):
             time.sleep(0.2)
         assert not Path(f"/proc/{entry['pid']}").exists() or "zombie" in Path(f"/proc/{entry['pid']}/status").read_text()
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        stop_group(proc, grace=0)

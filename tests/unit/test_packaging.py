@@ -11,8 +11,6 @@ import importlib.metadata
 import importlib.util
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -23,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from helpers import DATA, REPO
+from helpers.serving import free_port, stop_group
 
 ROOT = REPO
 RUNS = DATA / "relax"
@@ -72,15 +71,9 @@ def venv(tmp_path_factory) -> Path:
     return env_dir
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_wheel_installs_app_as_data_files_not_modules(venv):
     py = venv / "bin" / "python"
-    out = _run([py, "-c", "import sysconfig, rundash_core; from rundash_core import cli; "
+    out = _run([py, "-c", "import sysconfig, rundash_core; from rundash_core.serve import cli; "
                 "print(sysconfig.get_path('purelib')); print(rundash_core.__file__); print(cli.app_path())"],
                cwd=venv).splitlines()
     site, pkg, app = (Path(p).resolve() for p in out)
@@ -93,7 +86,7 @@ def test_wheel_installs_app_as_data_files_not_modules(venv):
 
 
 def test_installed_rundash_serves_the_app(venv, tmp_path):
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "server.log").open("w+")
     proc = subprocess.Popen([venv / "bin" / "rundash", RUNS, "--port", str(port), "--host", "127.0.0.1"],
                             cwd=tmp_path, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -114,11 +107,7 @@ def test_installed_rundash_serves_the_app(venv, tmp_path):
             assert r.status == 200
             assert "<title>Streamlit</title>" in r.read().decode()
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        stop_group(proc, grace=0)
         log.close()
 
 
