@@ -1,5 +1,8 @@
-"""Fixtures shared by every tier (helpers: `tests/helpers.py`)."""
+"""Fixtures shared by every tier (plain helpers: the `tests/helpers/` package; a tier's own fixtures:
+its conftest.py)."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 

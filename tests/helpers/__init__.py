@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import stat
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,6 +207,18 @@ def set_all_mtimes(root: Path, t: float) -> None:
     os.utime(root, (t, t))
 
 
+MONTH_AGO = time.time() - 30 * 86400  # an mtime no reader takes for a file still being written
+
+
+def write_file(path: Path, data: str | bytes, *, mtime: float | None = MONTH_AGO) -> Path:
+    """Write text or bytes to `path` (parents made), last modified at `mtime` (None: now)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
 def write_lines(path: Path, rows: list, mode: str = "w") -> bytes:
     """Write rows (dicts become compact JSON, bytes/str are written as is) one per line."""
     parts = []
@@ -251,6 +264,14 @@ def make_rl_run(parent: Path, name: str, *, rows: list | None = None, max_steps:
     if rows is not None:
         write_lines(run / "monitors" / "file" / "metrics.jsonl", rows)
     return run
+
+
+def listed_step(folder: Path, run_id: str):
+    """The step the runs list (discovery) shows for one run; None when it shows none."""
+    import rundash_core as rd
+
+    step = rd.discover([folder]).set_index("run_id").loc[run_id, "step"]
+    return None if pd.isna(step) else int(step)
 
 
 # Pages -----------------------------------------------------------------------------------------

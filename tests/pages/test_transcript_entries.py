@@ -7,8 +7,8 @@ import rundash_core as rd
 from helpers import open_page
 from rundash_core.views import transcript_markup as tm
 from rundash_core.frames import Message, ToolCall
-from test_pages_trajectory import PAGE
 
+PAGE = "pages/trajectory.py"
 LONG = "\n".join(f"line {k}: " + "x" * 60 for k in range(30))  # 30 lines, ~2,000 characters
 
 

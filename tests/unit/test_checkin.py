@@ -1,7 +1,6 @@
 """The monitor-run check-in entry (`rundash_core.health.checkin`) and the Health page that shows it."""
 from __future__ import annotations
 
-import re
 import time
 
 import numpy as np
@@ -12,24 +11,7 @@ from helpers import open_page, snapshot
 from rundash_core.health.checkin import checkin_markdown, run_checkin
 from rundash_core.health.checks import HEALTH_STATES, health, health_state
 from rundash_core.views.display_text import format_duration, md_code
-from test_health import T0, DT, noise, signals
-
-HEADER = re.compile(r"^## \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$")
-FIELDS = ("**Run**: ", "**Step**: ", "**Health**: ", "**Progress**: ", "**Stability**: ", "**Performance**: ", "**Notes**: ")
-
-
-def fields(md: str) -> dict[str, str]:
-    """The entry's `**Field**: value` lines by field name (asserting the monitor-run layout)."""
-    lines = md.splitlines()
-    assert HEADER.match(lines[0]), lines[0]
-    found = {}
-    for line in lines[1:]:
-        for f in FIELDS:
-            if line.startswith(f):
-                found[f.strip("*: ")] = line[len(f):]
-    assert list(found) == [f.strip("*: ") for f in FIELDS]  # every field, in the runbook's order
-    return found
-
+from helpers.health import DT, T0, checkin_fields, noise, signals
 
 def test_entry_is_filled_from_frames_and_findings():
     grad = noise(100, 1.0, 0.05)
@@ -42,7 +24,7 @@ def test_entry_is_filled_from_frames_and_findings():
     found = health(s)
     md = checkin_markdown(s, found, now=now)
     assert md.splitlines()[0] == "## " + pd.Timestamp(now, unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M UTC")
-    f = fields(md)
+    f = checkin_fields(md)
     assert f["Step"] == "100 / 500"
     assert f["Health"] == health_state(found) == "Degraded"
     assert "reward 0.6 (was 0.5192 at step 80)" in f["Progress"]
@@ -57,14 +39,14 @@ def test_a_spike_that_recovered_is_a_dated_note_not_a_warning():
     grad = noise(100, 1.0, 0.05)
     grad[40] = 9.0
     s = signals({"optim/grad_norm": grad}, status="running", max_steps=500, now=T0 + 101 * DT, finished=False)
-    f = fields(checkin_markdown(s, health(s)))
+    f = checkin_fields(checkin_markdown(s, health(s)))
     assert f["Health"] == "Healthy" and "⚠" not in f["Stability"]
     assert f["Notes"].startswith("grad norm spiked 1× (worst 9 at step 41") and "recovered by step 44" in f["Notes"]
 
 
 def test_a_stalled_run_is_stalled_with_a_note():
     s = signals({"optim/grad_norm": noise(50, 1.0)}, status="running", max_steps=100, now=T0 + 50 * DT + 3600)
-    f = fields(checkin_markdown(s, health(s)))
+    f = checkin_fields(checkin_markdown(s, health(s)))
     assert f["Health"] == "Stalled"
     assert f["Notes"].startswith("no new step for 1h 00m after step 50")
     assert f["Progress"] == "no progress metrics logged."
@@ -76,7 +58,7 @@ def test_every_demo_run_gets_an_entry_and_nothing_is_written(demo_runs):
     for path, run_id in zip(runs["path"], runs["run_id"]):
         run = rd.open_run(path, run_id=run_id)
         now = time.time()  # (a running run's duration ticks: both read as of one moment)
-        f = fields(run_checkin(run, now=now))
+        f = checkin_fields(run_checkin(run, now=now))
         ov = run.overview(now)
         assert f["Step"] == f"{ov.step} / {ov.max_steps if ov.max_steps is not None else '∞'}"
         # name, status and duration are the one summary's, as the run card shows them
@@ -103,7 +85,7 @@ def test_health_page_shows_findings_and_the_check_in(monkeypatch, demo_runs, tab
     table = next(d for d, _k in tables if "message" in getattr(d, "columns", []))
     assert list(table["message"]) == [f.message for f in found]
     entry = next(c.value for c in at.code if c.value.startswith("## "))
-    assert fields(entry)["Health"] == state and fields(entry)["Step"] == f"{run.overview().step} / 150"
+    assert checkin_fields(entry)["Health"] == state and checkin_fields(entry)["Step"] == f"{run.overview().step} / 150"
     label, data, kw = downloads[0]
     assert data.strip() == entry.strip() and kw["mime"] == "text/markdown" and kw["file_name"].endswith(".md")
     assert at.code[[c.value for c in at.code].index(entry)].language == "markdown"  # st.code: a copy button
@@ -114,7 +96,7 @@ def test_health_page_on_every_kind(monkeypatch, demo_runs):
     for run_id in runs["run_id"]:
         at = open_page(monkeypatch, folder, "pages/health.py", {"run": run_id})
         entry = next(c.value for c in at.code if c.value.startswith("## "))
-        state = fields(entry)["Health"]
+        state = checkin_fields(entry)["Health"]
         assert any(m.value.startswith("## Health") and state in m.value for m in at.markdown)
 
 

@@ -13,7 +13,7 @@ import rundash_core as rd
 from rundash_core.serve import cli
 from rundash_core.serve.cli_status import STATUS_SCHEMA
 from rundash_core.health.checks import AREAS, HEALTH_STATES, SEVERITIES, health_state
-from test_checkin import fields
+from helpers.health import checkin_fields
 
 FINDING_KEYS = {"severity", "area", "rule", "metric", "step_start", "step_end", "message", "evidence"}
 
@@ -57,7 +57,7 @@ def test_status_json_in_a_subprocess(demo_runs, kind):
     assert data["sections"], "every demo run has metrics"
     checkin = run_cli("check-in", row["path"])
     assert checkin.returncode == 0, checkin.stderr
-    assert fields(checkin.stdout)["Health"] == data["health"]
+    assert checkin_fields(checkin.stdout)["Health"] == data["health"]
 
 
 def test_status_of_every_demo_run_through_main(demo_runs, capsys):
@@ -73,7 +73,7 @@ def test_status_of_every_demo_run_through_main(demo_runs, capsys):
         for f in data["findings"]:
             assert f["message"] in text
         assert cli.main(["check-in", path]) == 0
-        assert fields(capsys.readouterr().out)["Health"] == data["health"]
+        assert checkin_fields(capsys.readouterr().out)["Health"] == data["health"]
 
 
 def test_missing_or_outside_paths_fail_clearly(demo_runs, tmp_path, monkeypatch, capsys):
@@ -101,7 +101,7 @@ def test_a_run_with_bad_lines_still_reports(tmp_path, capsys):
     assert data["run"]["step"] == 12 and data["problems"]  # the bad lines are named, the run still shows
     assert any("metrics.jsonl" in p for p in data["problems"])
     assert cli.main(["check-in", str(run_dir)]) == 0
-    assert fields(capsys.readouterr().out)["Step"] == "12 / 40"
+    assert checkin_fields(capsys.readouterr().out)["Step"] == "12 / 40"
 
 
 def test_terminal_output_shows_no_control_characters():

@@ -1,9 +1,11 @@
 """The run contract (`rundash_core.run.Run`), for every kind: every method answers with its schema,
 `episode(sid)` works for every listed `sid`, and a run with nothing readable answers empty frames
 plus problems. A new source must pass these (they run over every run `rd.discover` finds in the
-demo, in `tests/data` and, when present, in `../shared/samples`)."""
+demo and in `tests/data`; `RUNDASH_TEST_EXTRA_RUNS`, folders joined by os.pathsep, adds more, e.g.
+a collection of real runs)."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from rundash_core.sources import SOURCES
 
 from helpers import DATA, REPO
 
-SHARED = REPO.parent / "shared" / "samples"
+EXTRA = [Path(p) for p in os.environ.get("RUNDASH_TEST_EXTRA_RUNS", "").split(os.pathsep) if p]
 DEMO = None
 
 
@@ -31,7 +33,7 @@ def _demo_folder() -> Path:
 
 
 def _runs() -> list:
-    folders = [DATA, _demo_folder()] + ([SHARED] if SHARED.is_dir() else [])
+    folders = [DATA, _demo_folder(), *EXTRA]  # (only what the repo holds unless asked: the same tests everywhere)
     out = []
     for folder in folders:
         frame = rd.discover([folder])

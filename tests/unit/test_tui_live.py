@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Input, Select, SelectionList  # noqa: E40
 from rundash_core.tui import app as tui_app  # noqa: E402
 from rundash_core.tui import panes  # noqa: E402
 from rundash_core.tui.app import RundashApp, RunScreen  # noqa: E402
-from test_tui import open_tab, run_app as run_app_sized, shown as text_of  # noqa: E402
+from helpers.tui import open_tab, run_app as run_app_sized, shown as text_of  # noqa: E402
 
 SIZE = (150, 50)
 

@@ -14,6 +14,8 @@ import rundash_core as rd
 from rundash_core import frames
 from rundash_core.charts.series import series_index
 from rundash_core.tui import highlight as hl
+
+from helpers.tui import log_frame
 from rundash_core.tui.plots import BARS, column_plot, format_value, metric_rows, sparkline
 from rundash_core.tui.views import (card_doc, filter_log_lines, log_levels, logs_doc, run_rows, sample_doc,
                                     split_transcript)
@@ -174,22 +176,6 @@ def test_a_sample_shows_prompt_and_response_with_reasoning_and_tool_calls(demo_r
 
 
 # Logs -----------------------------------------------------------------------------------------------
-def log_frame() -> pd.DataFrame:
-    """Lines as `run.read_log` answers them: through the gate (`rundash_core.safety.gate`)."""
-    from rundash_core.safety.gate import gated
-
-    t0 = pd.Timestamp("2026-01-02 03:04:05", tz="UTC")
-    return gated(frames.typed([
-        {"time": t0, "component": "orchestrator", "level": "INFO", "text": "step 1 done", "path": "/r/orch.log", "offset": 0},
-        {"time": t0 + pd.Timedelta(seconds=1), "component": "trainer", "level": "ERROR",
-         "text": "CUDA out of memory [bold red]x[/]", "path": "/r/trainer.log", "offset": 0},
-        {"time": t0 + pd.Timedelta(seconds=2), "component": "trainer", "level": "debug",
-         "text": "OPENAI_API_KEY=sk-live-SECRET-VALUE-123", "path": "/r/trainer.log", "offset": 40},
-        {"time": None, "component": None, "level": None, "text": "a continuation \x1b[1mline\x1b[0m",
-         "path": "/r/trainer.log", "offset": 90},
-    ], frames.LOG_LINES))
-
-
 def test_log_levels_are_the_present_ones_most_verbose_first_and_filter_the_lines():
     lines = log_frame()
     assert frames.check(lines, frames.LOG_LINES) == []

@@ -1,6 +1,6 @@
 """Validation of every kind (`rundash_core.views.validation`, `sources/harbor_val.py`, `failure_modes.py`).
 
-References are written from the format notes, not from rundash's code: verl val lines split at
+References (here and in `helpers/lego_validation.py`) are written from the format notes, not from rundash's code: verl val lines split at
 ` - ` and the last `:`, prime-rl metrics rows with json.loads, Relax eval rows with json.loads,
 Harbor trials with json.load (swe-lego-rl.md sections 6-8: first copy = smallest path, cohort =
 tasks in at least half the events, CoT counts per 7.1).
@@ -17,14 +17,11 @@ import pytest
 
 import rundash_core as rd
 from helpers import DATA, NEW_RUN, copy_run
+from helpers.lego_validation import EXP, VAL_DATA, VAL_LOG, VAL_TRIALS, ref_cohort, ref_first_copies, trial_reward
 from rundash_core import frames
 from rundash_core.views import validation as val
 from rundash_core.views import validation_charts as vc
 
-EXP = "qwen3-8b-swegym-gspo-async-r1"
-VAL_DATA = DATA / "lego-val"
-VAL_LOG = VAL_DATA / "logs" / f"{EXP}.log"
-VAL_TRIALS = VAL_DATA / "harbor_trials" / "swe_lego_rl" / EXP
 FULL_LOG = DATA / "lego-full" / "logs" / f"{EXP}.log"
 DQ_MATH = DATA / "verl" / "dq_math.log"
 LEGACY = DATA / "verl" / "eh_Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log"
@@ -136,40 +133,17 @@ def test_relax_eval_rows_by_dataset():
 
 
 # SWE-Lego-RL: events, capabilities, breakdown -------------------------------------------------------
-def _ref_first_copies(trials: Path, folders: list[str]) -> dict[str, dict[str, Path]]:
-    """Per dump folder: task -> its first copy (smallest path)."""
-    out = {}
-    for f in folders:
-        firsts: dict[str, Path] = {}
-        for t in sorted((trials / f).iterdir()):
-            firsts.setdefault(re.sub(r"-[0-9a-f]{6,}$", "", t.name), t)
-        out[f] = firsts
-    return out
-
-
-def _ref_cohort(firsts: dict) -> list[str]:
-    counts: dict[str, int] = {}
-    for tasks in firsts.values():
-        for t in tasks:
-            counts[t] = counts.get(t, 0) + 1
-    return sorted(t for t, c in counts.items() if 2 * c >= len(firsts))
-
-
-def _reward(trial: Path) -> float:
-    return float((trial / "verifier" / "reward.txt").read_text().strip()) if (trial / "verifier" / "reward.txt").exists() else 0.0
-
-
 def test_per_capability_pass_at_1_and_change():
     folders = ["step_0001", "step_0066", "step_0131", "step_0196"]
-    firsts = _ref_first_copies(VAL_TRIALS, folders)
-    cohort = set(_ref_cohort(firsts))
+    firsts = ref_first_copies(VAL_TRIALS, folders)
+    cohort = set(ref_cohort(firsts))
     v = rd.open_run(VAL_LOG).validation()
     caps = v[v["statistic"] == "pass@1"]
     for f in folders:
         per: dict[str, list[float]] = {}
         for task, trial in firsts[f].items():
             if task in cohort:
-                per.setdefault(re.sub(r"-\d+$", "", task), []).append(_reward(trial) > 0)
+                per.setdefault(re.sub(r"-\d+$", "", task), []).append(trial_reward(trial) > 0)
         mine = caps[caps["event"] == f].set_index("source")
         assert set(mine.index) == set(per)
         for cap, solved in per.items():
@@ -267,8 +241,8 @@ def _ref_trial_cot(trial: Path) -> dict | None:
 
 def test_val_cot_on_the_sample_dumps():
     folders = ["step_0001", "step_0066", "step_0131", "step_0196"]
-    firsts = _ref_first_copies(VAL_TRIALS, folders)
-    cohort = _ref_cohort(firsts)[:120]
+    firsts = ref_first_copies(VAL_TRIALS, folders)
+    cohort = ref_cohort(firsts)[:120]
     c = rd.open_run(VAL_LOG).val_cot().set_index("event")
     assert list(c.index) == folders and list(c["step"][:3]) == [0, 1, 2] and pd.isna(c.loc["step_0196", "step"])
     for f in folders:

@@ -1,7 +1,7 @@
 """verl console logs: metric lines of every era against an independent reading, merging, resumes,
 the config print, discovery, the file-logger JSONL, incremental reads and bad input.
 
-The reference below is written from the format notes (verl.md sections 3, 4, 6), not from
+The reference (`helpers/verl.py`) is written from the format notes (verl.md sections 3, 4, 6), not from
 rundash's code: decode each line, split tqdm `\\r` redraws, strip ANSI codes, the Ray dedup suffix
 and Ray prefixes, search the metric-line regex, split the pairs at their last colon (gluing pieces
 that are not `key:value`), merge per step with the last value winning.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import math
 import os
-import re
 import shutil
 import time
 from collections import Counter
@@ -21,85 +20,15 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, set_all_mtimes
+from helpers import MONTH_AGO, set_all_mtimes, write_file
+from helpers.verl import DQ, EH, SFT, VERL, ref_lines, ref_merged, tidy_map
 from rundash_core import cache
 from rundash_core.sources.verl import block_parse
 from rundash_core.sources.verl.metric_log import VerlLogTail
 from rundash_core.sources import detect
 from rundash_core.sources.verl import run as verl
 
-VERL = DATA / "verl"
-DQ = VERL / "dq_math.log"
-EH = VERL / "eh_Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log"
-SFT = VERL / "eh_gemma-2-2b-it-sft-0.411.log"
 LEGO = VERL / "lego" / "logs" / "qwen3-8b-swegym-gspo-async-r1.log"
-OLD = time.time() - 30 * 86400
-
-# Reference ----------------------------------------------------------------------------------------
-R_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
-R_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
-R_PREFIXES = [re.compile(r"^\((?:[A-Za-z_][\w:.-]*(?: [A-Za-z_][\w.-]*)? )?pid=\d+(?:, ip=[0-9.]+)?\) ?"),
-              re.compile(r"^\((?:raylet|gcs_server|autoscaler[^)]*)(?:, ip=[0-9.]+)?\) ?")]
-R_LINE = re.compile(r"(?:^|[^\w/])step:(\d+) - (.+)$")
-R_VALUE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)|True|False"
-                     r"|np\.[a-z]+\d*\([^()]*\)")
-
-
-def ref_value(v: str) -> float:
-    if v.startswith("np."):
-        v = v[v.index("(") + 1: -1]
-    return {"True": 1.0, "False": 0.0}[v] if v in ("True", "False") else float(v)
-
-
-def ref_pairs(rest: str) -> dict | None:
-    pairs, pending = {}, None
-    for piece in rest.split(" - "):
-        piece = piece if pending is None else pending + " - " + piece
-        key, colon, value = piece.rpartition(":")
-        if colon and key and R_VALUE.fullmatch(value):
-            pairs[key], pending = ref_value(value), None
-        else:
-            pending = piece
-    return pairs if pairs and pending is None else None
-
-
-def ref_lines(data: bytes) -> list[tuple[int, int, dict]]:
-    """(line number, step, values) per metric line; a last line without newline is not read."""
-    out = []
-    text = data[: data.rfind(b"\n") + 1].decode("utf-8", "replace").replace("\x00", "")
-    for no, line in enumerate(text.split("\n")[:-1], start=1):
-        for piece in (line[:-1] if line.endswith("\r") else line).split("\r"):
-            piece = R_REPEATED.sub("", R_ANSI.sub("", piece))
-            stripped = True
-            while stripped:
-                stripped = False
-                for rx in R_PREFIXES:
-                    m = rx.match(piece)
-                    if m and m.end():
-                        piece, stripped = piece[m.end():], True
-            m = R_LINE.search(piece.rstrip())
-            if m and (pairs := ref_pairs(m.group(2))) is not None:
-                out.append((no, int(m.group(1)), pairs))
-    return out
-
-
-def ref_merged(lines) -> dict[tuple[int, str], float]:
-    merged = {}
-    for _no, step, pairs in lines:
-        for k, v in pairs.items():
-            if not math.isnan(v):
-                merged[(step, k)] = v
-    return merged
-
-
-def tidy_map(run) -> dict[tuple[int, str], float]:
-    frame = run.metrics()
-    assert frame["step"].notna().all() and set(frame["producer"].astype(str)) <= {"trainer"}
-    out = {}
-    for s, m, v in zip(frame["step"], frame["metric"].astype(str), frame["value"]):
-        assert (int(s), m) not in out, "duplicate tidy row"
-        out[(int(s), m)] = float(v)
-    return out
 
 
 @pytest.fixture
@@ -109,16 +38,8 @@ def logs(tmp_path) -> Path:
     shutil.copytree(VERL, dest)
     for p in dest.rglob("*"):
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    set_all_mtimes(dest, OLD)
+    set_all_mtimes(dest, MONTH_AGO)
     return dest
-
-
-def write(path: Path, text: str | bytes, mtime: float | None = OLD) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    if mtime is not None:
-        os.utime(path, (mtime, mtime))
-    return path
 
 
 # The sample logs ----------------------------------------------------------------------------------
@@ -212,7 +133,7 @@ def test_logs_are_found_one_level_deep_and_in_logs_folders(tmp_path):
     work = tmp_path / "work"
     for name in ("a.log", "b.out", "launch_a.log", "a_vllm.log", "a_train_gpu_wandb.log", "dash_server.out",
                  ".hidden.log", "notes.txt", "logs/c.log", "logs/c_vllm.log", "deeper/d.log", "logs/x/e.log"):
-        write(work / name, "step:1 - a:1.0\n")
+        write_file(work / name, "step:1 - a:1.0\n")
     found = verl.find_runs(sorted(os.scandir(work), key=lambda e: e.name))
     assert sorted(os.path.relpath(p, work) for p in found) == ["a.log", "b.out"]  # the walk goes below
     frame = rd.discover([work])  # the tracked folder is a workdir with logs/, not a run itself
@@ -228,8 +149,8 @@ def pd_na(x):
 def test_a_log_without_metric_lines_is_a_run(tmp_path):
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")  # a run starting now (an old stamp would be a copy)
     noise = f"{stamp},706\tINFO worker.py:1843 -- Connected to Ray cluster.\n(TaskRunner pid=7) hello\n"
-    fresh = write(tmp_path / "starting.log", noise, mtime=None)
-    old = write(tmp_path / "crashed.log", noise)
+    fresh = write_file(tmp_path / "starting.log", noise, mtime=None)
+    old = write_file(tmp_path / "crashed.log", noise)
     frame = rd.discover([tmp_path]).set_index("run_id")
     assert frame.loc["starting", "status"] == "running" and frame.loc["crashed", "status"] == "stopped"
     assert frame["error"].isna().all() and frame["step"].isna().all()
@@ -264,7 +185,7 @@ ERAS = "".join([
 
 
 def test_every_era_and_noise_case(tmp_path):
-    path = write(tmp_path / "eras.log", ERAS)
+    path = write_file(tmp_path / "eras.log", ERAS)
     got = tidy_map(rd.open_run(path))
     assert got == ref_merged(ref_lines(path.read_bytes()))
     assert got[(1, "actor/pg_loss")] == -0.0036091046008680547 and got[(1, "actor/lr")] == 1e-06
@@ -282,7 +203,7 @@ def test_every_era_and_noise_case(tmp_path):
 
 
 def test_steps_merge_and_resumes_open_attempts(tmp_path):
-    path = write(tmp_path / "resumed.log", "".join([
+    path = write_file(tmp_path / "resumed.log", "".join([
         "step:0 - val/x:0.1\n", "step:1 - a:1.0 - b:1.0\n", "step:1 - c:1.0\n", "step:2 - a:2.0\n", "step:3 - a:3.0\n",
         "step:2 - val/x:0.2\n",  # resumed from the step-2 checkpoint: steps go back, a second attempt
         "step:3 - a:33.0\n", "step:4 - a:4.0\n",
@@ -306,7 +227,7 @@ def test_a_numpy2_log_in_bulk_matches_the_grammar(tmp_path, monkeypatch):
              f" - num_turns/max:np.int64({s}) - critic/score/mean:{s / 3!r} - flag:True"
              + (" - gap:np.float64(nan) - top:inf" if s % 50 == 0 else "") + f" - timing_s/step:{s * 1.5}\n"
              for s in range(1, 400)]
-    path = write(tmp_path / "f3.log", "".join(lines))
+    path = write_file(tmp_path / "f3.log", "".join(lines))
     tail = VerlLogTail(path)
     calls = []
     one = block_parse._one
@@ -324,7 +245,7 @@ def test_each_launch_of_an_appended_log_has_its_config(tmp_path):
         return (f"(TaskRunner pid=1) {{'actor_rollout_ref': {{'model': {{'path': 'org/{name}'}}}},\n"
                 f"(TaskRunner pid=1)  'trainer': {{'experiment_name': '{name}', 'total_training_steps': 9}}}}\n"
                 + "".join(f"(TaskRunner pid=1) step:{s} - a:{s}.5\n" for s in steps))
-    path = write(tmp_path / "tee.log", launch("first", range(1, 6)) + launch("second", range(4, 10)))
+    path = write_file(tmp_path / "tee.log", launch("first", range(1, 6)) + launch("second", range(4, 10)))
     run = rd.open_run(path)
     assert run.attempts() == [1, 2]
     assert run.config()["trainer"]["experiment_name"] == "second"
@@ -337,7 +258,7 @@ def test_each_launch_of_an_appended_log_has_its_config(tmp_path):
 
 # Incremental reading ------------------------------------------------------------------------------
 def test_refresh_reads_only_appended_bytes_and_holds_partial_lines(tmp_path, monkeypatch):
-    path = write(tmp_path / "live.log", "step:1 - a:1.0\nnoise\nstep:2 - a:2.0\nstep:3 - a:3.", mtime=None)
+    path = write_file(tmp_path / "live.log", "step:1 - a:1.0\nnoise\nstep:2 - a:2.0\nstep:3 - a:3.", mtime=None)
     run = rd.open_run(path)
     assert sorted(tidy_map(run)) == [(1, "a"), (2, "a")]  # the half-written line waits for its newline
     assert any("incomplete" in p.what for p in run.problems())
@@ -359,7 +280,7 @@ def test_refresh_reads_only_appended_bytes_and_holds_partial_lines(tmp_path, mon
 
 def test_blocks_give_the_same_rows_as_one_read(tmp_path):
     long_line = "step:2 - " + " - ".join(f"k{i}:{i}.5" for i in range(3000)) + "\n"
-    path = write(tmp_path / "big.log", DQ.read_text(errors="replace") + long_line + ERAS)
+    path = write_file(tmp_path / "big.log", DQ.read_text(errors="replace") + long_line + ERAS)
     whole, small = VerlLogTail(path, block_bytes=1 << 30).poll(), VerlLogTail(path, block_bytes=4096).poll()
     def comparable(rows):  # NaN != NaN: compare their text
         return [{k: repr(v) for k, v in r.items()} for r in rows]
@@ -392,14 +313,14 @@ def test_a_poll_leaves_the_garbage_collector_on(tmp_path, monkeypatch):
 
 # The file logger ----------------------------------------------------------------------------------
 def test_file_logger_jsonl_next_to_the_log_is_preferred(tmp_path):
-    log = write(tmp_path / "exp.log", "step:1 - a:0.123\nstep:2 - a:0.457\n")
-    write(tmp_path / "exp.jsonl", '{"step": 1, "data": {"a": 0.12345, "s": "text", "n": null}}\n'
+    log = write_file(tmp_path / "exp.log", "step:1 - a:0.123\nstep:2 - a:0.457\n")
+    write_file(tmp_path / "exp.jsonl", '{"step": 1, "data": {"a": 0.12345, "s": "text", "n": null}}\n'
                                   '{"step": 2, "data": {"a": 0.4567, "b": 7}}\n[1, 2]\n')
     run = rd.open_run(log)
     assert tidy_map(run) == {(1, "a"): 0.12345, (2, "a"): 0.4567, (2, "b"): 7.0}  # full precision; NaN is a gap
     assert [(p.what, p.line) for p in run.problems()] == [("not a JSON object", 3)]
     assert verl.find_runs(list(os.scandir(tmp_path))) == [str(log)]  # listed once, as the log
-    alone = write(tmp_path / "other" / "run.jsonl", '{"step": 0, "data": {"x": 1.5}}\n')
+    alone = write_file(tmp_path / "other" / "run.jsonl", '{"step": 0, "data": {"x": 1.5}}\n')
     assert detect(str(alone)) is verl.VerlRun and verl.find_runs(list(os.scandir(alone.parent))) == [str(alone)]
     assert tidy_map(rd.open_run(alone)) == {(0, "x"): 1.5} and rd.open_run(alone).run_id == "run"
 
@@ -407,7 +328,7 @@ def test_file_logger_jsonl_next_to_the_log_is_preferred(tmp_path):
 # Bad input ----------------------------------------------------------------------------------------
 def test_binary_junk_bad_utf8_and_noise_are_shown_not_raised(tmp_path):
     junk = bytes(range(256)) * 8
-    path = write(tmp_path / "junk.log", b"step:1 - a:1.0\n" + junk + b"\nstep:2 - a:2.0 - k\xff:3.0\n"
+    path = write_file(tmp_path / "junk.log", b"step:1 - a:1.0\n" + junk + b"\nstep:2 - a:2.0 - k\xff:3.0\n"
                  + b"step:3 - a:3.0\n")
     run = rd.open_run(path)
     got = tidy_map(run)
@@ -418,18 +339,18 @@ def test_binary_junk_bad_utf8_and_noise_are_shown_not_raised(tmp_path):
     assert whats["invalid UTF-8 in a metric line (replaced)"] == (1, data[: data.index(b"k\xff")].count(b"\n") + 1)
     frame = rd.discover([tmp_path])
     assert frame["error"].isna().all() and list(frame["step"]) == [3]
-    for p in (write(tmp_path / "empty.log", b""), write(tmp_path / "bin.out", junk)):
+    for p in (write_file(tmp_path / "empty.log", b""), write_file(tmp_path / "bin.out", junk)):
         run = rd.open_run(p)
         assert run.metrics().empty and run.overview().status == "stopped" and run.config() == {}
         assert "no metric lines yet" in [x.what for x in run.problems()]
 
 
 def test_unreadable_and_cut_config_prints_are_problems(tmp_path):
-    cut = write(tmp_path / "cut.log", "(TaskRunner pid=1) {'actor_rollout_ref': {'model': {'path': 'x'},\n"
+    cut = write_file(tmp_path / "cut.log", "(TaskRunner pid=1) {'actor_rollout_ref': {'model': {'path': 'x'},\n"
                                       "(TaskRunner pid=1)  'trainer': {'total_epochs': 2}\nstep:1 - a:1.0\n")
     run = rd.open_run(cut)
     assert run.config() == {} and any("cut off" in p.what for p in run.problems())
-    ok = write(tmp_path / "ok.log", "(TaskRunner pid=1) {'actor_rollout_ref': {'model': {'path': 'org/m'}},\n"
+    ok = write_file(tmp_path / "ok.log", "(TaskRunner pid=1) {'actor_rollout_ref': {'model': {'path': 'org/m'}},\n"
                                     "(WorkerDict pid=2) interleaved\n"
                                     "(TaskRunner pid=1)  'trainer': {'total_training_steps': 4, 'lr': inf}}\n"
                                     "step:1 - a:1.0\n")
@@ -476,7 +397,7 @@ def test_the_card_of_a_log_without_stamps_times_it_by_its_steps(tmp_path):
     lines = ["step:0 - val-core/x/reward/mean@1:0.1 - timing_s/testing:30.0\n"]
     lines += [f"step:{s} - actor/pg_loss:0.1 - timing_s/step:100.0\n" for s in range(1, 6)]
     lines += ["step:5 - timing_s/step:110.0\n"]  # a step written again was run again: its time counts too
-    log = write(tmp_path / "a" / "run.log", "".join(lines))
+    log = write_file(tmp_path / "a" / "run.log", "".join(lines))
     card = rd.open_run(log).overview()
     assert card.duration_s == pytest.approx(30.0 + 5 * 100.0 + 110.0)
     assert rd.open_run(log).overview().duration_s == card.duration_s
@@ -495,6 +416,6 @@ def test_a_log_begun_by_torchrun_glog_lines_starts_there(tmp_path):
     local = time.mktime((2024, 12, 17, 7, 20, 3, 0, 0, -1))  # log stamps are the machine's local wall time
     assert o.started == pd.Timestamp(local, unit="s", tz="UTC")
     assert o.duration_s == pytest.approx(459.0)
-    log = write(tmp_path / "newyear.log", "W1231 23:59:00.000001 1 torch/distributed/run.py:779] launch\n"
+    log = write_file(tmp_path / "newyear.log", "W1231 23:59:00.000001 1 torch/distributed/run.py:779] launch\n"
                 "step:1 - a:1.0\n[2025-01-01 00:00:30,000] [INFO] saved\n")
     assert rd.open_run(log).overview().started.year == 2024  # Dec 31 before a Jan 1 stamp: the year before

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
-from helpers import write_lines
-from test_verl import DQ, EH, OLD, SFT, ref_lines, ref_merged, tidy_map, write
+from helpers import MONTH_AGO, write_file, write_lines
+from helpers.verl import DQ, EH, SFT, ref_lines, ref_merged, tidy_map
 
 PREFIX = b"\x1b[36m(TaskRunner pid=4242, ip=10.0.0.7)\x1b[0m "
 
@@ -79,7 +79,7 @@ def test_a_rewritten_sample_log_has_the_samples_metrics(tmp_path, sample, shape)
     sample itself. (Times can differ: `huge-line` pushes the SFT log's only stamps out of its
     head window, and a start time it cannot see leaves the duration unknown.)"""
     base = rd.open_run(sample)
-    path = write(tmp_path / f"{shape}.log", SHAPES[shape](sample.read_bytes()))
+    path = write_file(tmp_path / f"{shape}.log", SHAPES[shape](sample.read_bytes()))
     run = rd.open_run(path)
     everything(run)
     got = tidy_map(run)
@@ -94,7 +94,7 @@ def test_a_rewritten_sample_log_has_the_samples_metrics(tmp_path, sample, shape)
 
 
 def test_nul_bytes_and_bad_utf8_are_problems_naming_the_file(tmp_path):
-    path = write(tmp_path / "nul.log", _nul_and_bad_utf8(SFT.read_bytes()) + b"step:59 - train/loss\xff:0.5\n")
+    path = write_file(tmp_path / "nul.log", _nul_and_bad_utf8(SFT.read_bytes()) + b"step:59 - train/loss\xff:0.5\n")
     found = whats(rd.open_run(path))
     assert found["NUL bytes (removed)"].path == str(path)
     assert found["invalid UTF-8 in a metric line (replaced)"].line == path.read_bytes().count(b"\n")
@@ -107,7 +107,7 @@ def test_appended_launches_count_their_resumes_and_keep_the_newest_values(tmp_pa
     resumed = [ln.replace(b"train/loss:0.0", b"train/loss:0.9") for ln in lines[lines.index(
         next(ln for ln in lines if ln.startswith(b"step:30 "))):]]
     data = b"".join(lines + resumed + lines)
-    run = rd.open_run(write(tmp_path / "appended.log", data))
+    run = rd.open_run(write_file(tmp_path / "appended.log", data))
     got = tidy_map(run)
     assert got == ref_merged(ref_lines(data)) == tidy_map(rd.open_run(SFT))  # the last launch wins
     assert run.resume_steps() == [0, 30] and run.attempts() == [1, 2, 3] and run.overview().attempts == 3
@@ -118,7 +118,7 @@ def test_appended_launches_count_their_resumes_and_keep_the_newest_values(tmp_pa
 def test_a_log_resumed_into_a_new_file_starts_above_step_one(tmp_path):
     lines = sft_lines()
     start = lines.index(next(ln for ln in lines if ln.startswith(b"step:40 ")))
-    run = rd.open_run(write(tmp_path / "resumed.log", b"".join(lines[:8] + lines[start:])))
+    run = rd.open_run(write_file(tmp_path / "resumed.log", b"".join(lines[:8] + lines[start:])))
     assert min(s for s, _k in tidy_map(run)) == 40
     assert run.resume_steps() == [40] and run.overview().attempts == 2 and run.overview().attempts == 2
 
@@ -130,7 +130,7 @@ def test_a_step_line_split_by_another_writer_loses_only_that_line(tmp_path):
     at = lines.index(next(ln for ln in lines if ln.startswith(b"step:10 ")))
     cut = lines[at].index(b"train/lr")
     lines[at: at + 1] = [lines[at][:cut] + b"(WorkerDict pid=9) W: warning\n", b"  " + lines[at][cut:]]
-    path = write(tmp_path / "split.log", b"".join(lines))
+    path = write_file(tmp_path / "split.log", b"".join(lines))
     run = rd.open_run(path)
     everything(run)
     got, whole = tidy_map(run), tidy_map(rd.open_run(SFT))
@@ -142,7 +142,7 @@ def test_nan_inf_and_numpy_values(tmp_path):
     data = (b"step:1 - a:nan - b:inf - c:-inf - d:np.float64(nan) - e:1.5 - timing_s/step:10.0\n"
             b"step:2 - a:0.5 - timing_s/step:inf\nstep:3 - a:-nan - timing_s/step:nan\n"
             b"step:4 - timing_s/step:5.0\n")
-    run = rd.open_run(write(tmp_path / "nan.log", data))
+    run = rd.open_run(write_file(tmp_path / "nan.log", data))
     got = tidy_map(run)
     assert got == ref_merged(ref_lines(data))
     assert (got[(1, "b")], got[(1, "c")], got[(2, "a")]) == (math.inf, -math.inf, 0.5) and (1, "a") not in got
@@ -152,7 +152,7 @@ def test_nan_inf_and_numpy_values(tmp_path):
 def test_empty_config_only_and_binary_logs_show_with_a_problem(tmp_path):
     head = b"".join(ln for ln in sft_lines() if b"step:" not in ln)  # the config print, no metric line
     for name, data in (("empty", b""), ("config-only", head), ("binary", bytes(range(256)) * 64)):
-        run = rd.open_run(write(tmp_path / f"{name}.log", data))
+        run = rd.open_run(write_file(tmp_path / f"{name}.log", data))
         everything(run)
         assert run.metrics().empty and run.overview().step is None and run.overview().status == "stopped"
         assert whats(run)["no metric lines yet"].path == str(tmp_path / f"{name}.log")
@@ -167,11 +167,11 @@ def test_fresh_copies_keep_the_logs_own_times(tmp_path):
     before it count. (A cut copy without a stamp after its start looks like a live run: running
     until its file time is a few minutes old.)"""
     data = DQ.read_bytes()
-    whole = rd.open_run(write(tmp_path / "whole.log", data, mtime=None)).overview()
+    whole = rd.open_run(write_file(tmp_path / "whole.log", data, mtime=None)).overview()
     assert (whole.status, whole.step, whole.started.isoformat(), whole.duration_s) == (
         "completed", 210, "2025-06-18T16:49:37+00:00", 85262.0)
     end = data.index(b"step:20 - ")
-    path = write(tmp_path / "cut.log", data[: end + 40], mtime=None)
+    path = write_file(tmp_path / "cut.log", data[: end + 40], mtime=None)
     run = rd.open_run(path)
     assert run.overview().step == 19 and run.overview().started == whole.started
     assert tidy_map(run) == ref_merged(ref_lines(path.read_bytes()))
@@ -180,7 +180,7 @@ def test_fresh_copies_keep_the_logs_own_times(tmp_path):
 
 def test_a_log_ending_in_mibs_of_other_output_shows_its_step_on_the_card(tmp_path):
     data = SFT.read_bytes() + b"tensor([" + b"0.1234, " * (1 << 18) + b"])\n"
-    run = rd.open_run(write(tmp_path / "tail.log", data))
+    run = rd.open_run(write_file(tmp_path / "tail.log", data))
     assert run.overview().step == run.overview().last_step == 58
 
 
@@ -190,7 +190,7 @@ def test_a_file_logger_jsonl_alone_shows_its_last_step(tmp_path):
     write_lines(path, [*rows, b"garbage", b'{"step": 2001, "data": NaN}'])
     with open(path, "ab") as fh:
         fh.write(b'{"step": 2002, "da')  # being written
-    os.utime(path, (OLD, OLD))
+    os.utime(path, (MONTH_AGO, MONTH_AGO))
     run = rd.open_run(path)
     everything(run)
     assert run.overview().step == run.overview().step == 2000 == rd.discover([tmp_path])["step"].iloc[0]
@@ -205,11 +205,11 @@ def test_a_file_logger_jsonl_restarted_by_a_resume_keeps_the_earlier_steps_from_
     only, the log holds both launches. Steps 1-2 come from the log, 3… from the JSONL (full
     precision), and the resume is counted."""
     lines = [b"step:%d - a:%d.0 - timing_s/step:1.0\n" % (s, s) for s in range(1, 8)]
-    log = write(tmp_path / "run.log", b"".join([b"Creating file logger at run.jsonl\n", *lines[:5],
+    log = write_file(tmp_path / "run.log", b"".join([b"Creating file logger at run.jsonl\n", *lines[:5],
                                                  b"Creating file logger at run.jsonl\n", *lines[2:]]))
     rows = [{"step": s, "data": {"a": s + 0.25, "timing_s/step": 2.0}} for s in range(3, 8)]
     write_lines(tmp_path / "run.jsonl", rows)
-    os.utime(tmp_path / "run.jsonl", (OLD, OLD))
+    os.utime(tmp_path / "run.jsonl", (MONTH_AGO, MONTH_AGO))
     run = rd.open_run(log)
     everything(run)
     assert tidy_map(run) == {**{(s, "a"): float(s) for s in (1, 2)}, **{(s, "a"): s + 0.25 for s in range(3, 8)},
@@ -223,7 +223,7 @@ def test_a_log_that_goes_away_while_shown(tmp_path):
     """Deleted or replaced (by a folder) after it was read, while its last line was being
     written: every view still answers, and the problem says so."""
     for name, replace in (("deleted", os.remove), ("replaced", lambda p: (os.remove(p), os.mkdir(p)))):
-        path = write(tmp_path / f"{name}.log", b"step:1 - a:1.0\nstep:2 - a:", mtime=None)
+        path = write_file(tmp_path / f"{name}.log", b"step:1 - a:1.0\nstep:2 - a:", mtime=None)
         run = rd.open_run(path)
         assert not run.metrics().empty
         replace(path)
@@ -232,7 +232,7 @@ def test_a_log_that_goes_away_while_shown(tmp_path):
 
 
 def test_missing_files_and_broken_symlinks(tmp_path):
-    write(tmp_path / "ok.log", b"step:1 - a:1.0\n")
+    write_file(tmp_path / "ok.log", b"step:1 - a:1.0\n")
     os.symlink(tmp_path / "nowhere.log", tmp_path / "broken.log")
     os.symlink(tmp_path / "nowhere.jsonl", tmp_path / "ok.jsonl")  # a file logger that is not there
     for path in (tmp_path / "missing.log", tmp_path / "broken.log"):
@@ -338,14 +338,14 @@ def test_broken_symlinks_and_folders_named_like_steps_are_problems_not_file_time
     it, nor did it last a month; the step is still the highest name (`test_relax`)."""
     train = tmp_path / "s" / "rollout_result" / "train"
     relax_file(train / "0.jsonl", [relax_row(0, 0)])
-    os.utime(train / "0.jsonl", (OLD, OLD))
+    os.utime(train / "0.jsonl", (MONTH_AGO, MONTH_AGO))
     os.symlink(train / "nowhere", train / "5.jsonl")
     (train / "9.jsonl").mkdir()
     run = rd.open_run(tmp_path / "s")
     everything(run)
     ov = run.overview()
     assert (ov.step, ov.status, ov.duration_s, ov.updated) == (9, "stopped", None, None)  # Relax logs no times
-    assert ov.touched.timestamp() == pytest.approx(OLD)  # the step file's time only says it is not running
+    assert ov.touched.timestamp() == pytest.approx(MONTH_AGO)  # the step file's time only says it is not running
     found = {Path(p.path).name: p.what for p in run.problems()}
     assert found == {"5.jsonl": "broken symlink", "9.jsonl": "not a regular file"}
     assert set(run.metrics()["step"]) == {0}
@@ -357,7 +357,7 @@ def test_a_file_logger_number_too_wide_for_a_float_is_a_problem(tmp_path):
     rows = [{"step": s, "data": {"a": s / 2, "huge": 10 ** 400 if s == 2 else s, "wide": 2 ** 70}} for s in (1, 2, 3)]
     path = tmp_path / "wide.jsonl"
     write_lines(path, [*rows, {"step": 2 ** 64, "data": {"a": 1.0}}])
-    os.utime(path, (OLD, OLD))
+    os.utime(path, (MONTH_AGO, MONTH_AGO))
     run = rd.open_run(path)
     everything(run)
     got = tidy_map(run)
