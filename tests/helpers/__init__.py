@@ -236,6 +236,18 @@ def write_lines(path: Path, rows: list, mode: str = "w") -> bytes:
     return data
 
 
+def json_lines(path: Path) -> list:
+    """Every line of `path` that parses as JSON, in file order (the others skipped): a plain reading
+    to hold a reader against."""
+    out = []
+    for raw in Path(path).read_bytes().split(b"\n"):
+        try:
+            out.append(json.loads(raw))
+        except ValueError:
+            continue
+    return out
+
+
 def snapshot(root: Path) -> dict:
     """Every path under root with its type, size and mtime (to prove nothing was written)."""
     out = {}

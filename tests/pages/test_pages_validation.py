@@ -2,7 +2,6 @@
 (`tests/data/lego-val`: four val events, the last one still being written)."""
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import urllib.parse
@@ -12,26 +11,13 @@ import pytest
 
 import rundash_core as rd
 from helpers import DATA, open_page
+from helpers.pages import charts_by_title, first_run_of_kind
 from rundash_core import episode_ids
 from rundash_core.views import validation as val
 from rundash_core.views import validation_charts as vc
 
 PAGE = "pages/validation.py"
 EXP = "qwen3-8b-swegym-gspo-async-r1"
-
-
-def _run(runs, kind: str):
-    row = runs[runs["kind"] == kind].iloc[0]
-    return row["run_id"], rd.open_run(row["path"], run_id=row["run_id"])
-
-
-def _charts(at) -> dict[str, dict]:
-    """The page's plotly figures by title."""
-    out = {}
-    for c in at.get("plotly_chart"):
-        fig = json.loads(c.proto.spec)
-        out[fig["layout"]["title"]["text"]] = fig
-    return out
 
 
 def _text(at) -> str:
@@ -53,11 +39,11 @@ def lego_val(tmp_path_factory):
 
 def test_val_score_never_reward_and_the_breakdown(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "swe-lego-rl")
+    run_id, run = first_run_of_kind(runs, "swe-lego-rl")
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id})
     text = _text(at)
     assert "Val Score, not reward" in text and "graded pass/fail by the verifier" in text and "training signal" in text
-    charts = _charts(at)
+    charts = charts_by_title(at)
     score = charts["Val Score per event"]
     assert score["layout"]["yaxis"]["title"]["text"] == "val score"
     assert not any("reward" in (t.get("name") or "").lower() for t in score["data"] if t["name"].startswith("trials"))
@@ -74,7 +60,7 @@ def test_val_score_never_reward_and_the_breakdown(monkeypatch, demo_runs):
 
 def test_event_and_statistic_from_the_link(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "swe-lego-rl")
+    run_id, run = first_run_of_kind(runs, "swe-lego-rl")
     v = run.validation()
     first = list(val.events(v)["event"])[0]
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id, "event": first, "stat": "pass@1"})
@@ -85,9 +71,9 @@ def test_event_and_statistic_from_the_link(monkeypatch, demo_runs):
 
 def test_failure_buckets_link_to_their_trajectories(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, run = _run(runs, "swe-lego-rl")
+    run_id, run = first_run_of_kind(runs, "swe-lego-rl")
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id})
-    fig = _charts(at)["Failure modes per event"]
+    fig = charts_by_title(at)["Failure modes per event"]
     assert fig["layout"]["barmode"] == "stack"
     events = list(val.events(run.validation())["event"])
     modes = vc.failure_modes_all(run, events)
@@ -112,7 +98,7 @@ def test_failure_buckets_link_to_their_trajectories(monkeypatch, demo_runs):
 def test_cot_share_and_low_coverage_on_the_sample_dumps(monkeypatch, lego_val):
     run = rd.open_run(lego_val / "logs" / f"{EXP}.log")
     at = open_page(monkeypatch, lego_val, PAGE, {"run": run.run_id})
-    charts = _charts(at)
+    charts = charts_by_title(at)
     cot = charts["CoT share of the val responses (fixed cohort)"]
     want = run.val_cot()
     main = cot["data"][0]
@@ -135,11 +121,11 @@ def test_other_kinds(monkeypatch, demo_runs, kind, statistic):
                        if k == kind and not (o := rd.open_run(p, run_id=r)).validation().empty)
     v = run.validation()
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id})
-    score = _charts(at)["Val Score per event"]
+    score = charts_by_title(at)["Val Score per event"]
     assert {t["name"] for t in score["data"]} == set(val.series_names(v[v["core"]]))
     assert any(t["name"].endswith(statistic) for t in score["data"])
-    assert "Failure modes per event" not in _charts(at)  # only where the run offers them
-    assert "CoT share of the val responses (fixed cohort)" not in _charts(at)
+    assert "Failure modes per event" not in charts_by_title(at)  # only where the run offers them
+    assert "CoT share of the val responses (fixed cohort)" not in charts_by_title(at)
     last = list(val.events(v)["event"])[-1]
     table = _table(at, "change")
     assert list(table["source"]) == list(val.breakdown(v, last, val.headline_statistic(v))["source"])
@@ -175,29 +161,29 @@ def test_eval_pane_on_the_sample_prime_rl_run(monkeypatch, tmp_path):
     tiles = {re.sub(r"\\(.)", r"\1", m.label): m.value for m in at.metric}
     want = ep.tiles(run.validation())
     assert tiles == {f"{e} · {s}": f"{v:.3f}" for e, s, v in zip(want["env"], want["statistic"], want["value"])}
-    charts = _charts(at)
+    charts = charts_by_title(at)
     assert "Rewards per eval episode" in charts and "Mean time per eval episode (latest eval step)" in charts
     assert list(_table(at, "output_per_episode")["episodes"]) == list(ep.usage(run.samples())["episodes"])
 
 
 def test_no_eval_pane_without_eval_episodes(monkeypatch, demo_runs):
     folder, runs = demo_runs
-    run_id, _run_obj = _run(runs, "swe-lego-rl")
+    run_id, _run_obj = first_run_of_kind(runs, "swe-lego-rl")
     at = open_page(monkeypatch, folder, PAGE, {"run": run_id})
-    assert "Rewards per eval episode" not in _charts(at) and not at.get("progress")
+    assert "Rewards per eval episode" not in charts_by_title(at) and not at.get("progress")
 
 
 def test_switching_runs_keeps_the_page_working(monkeypatch, demo_runs):
     """The event, statistic, series and bucket chosen for one run do not break another run's page."""
     folder, runs = demo_runs
-    lego_id, lego = _run(runs, "swe-lego-rl")
-    verl_id, verl = _run(runs, "verl")
+    lego_id, lego = first_run_of_kind(runs, "swe-lego-rl")
+    verl_id, verl = first_run_of_kind(runs, "verl")
     at = open_page(monkeypatch, folder, PAGE, {"run": lego_id})
     at.selectbox(key="event").set_value(list(val.events(lego.validation())["event"])[0]).run()
     at.selectbox(key="sidebar_run").set_value(verl_id).run()
     assert not at.exception, [e.value for e in at.exception]
     v = verl.validation()
-    assert {t["name"] for t in _charts(at)["Val Score per event"]["data"]} == set(val.series_names(v[v["core"]]))
+    assert {t["name"] for t in charts_by_title(at)["Val Score per event"]["data"]} == set(val.series_names(v[v["core"]]))
     assert at.query_params["event"] in set(v["event"])
     at.selectbox(key="sidebar_run").set_value(lego_id).run()
-    assert not at.exception and "Failure modes per event" in _charts(at)
+    assert not at.exception and "Failure modes per event" in charts_by_title(at)

@@ -12,20 +12,10 @@ import rundash_core as rd
 from rundash_core import frames
 from rundash_core.sources.prime_rl import traces as prime_rl_traces
 
-from helpers import DATA
+from helpers import DATA, json_lines
 
 EVAL_RUN = DATA / "verifiers-eval" / "gsm8k--qwen3-4b--eval-5e1f0a2b"
 LEGACY_RUN = DATA / "prime-rl-legacy" / "reverse-text--qwen3-0.6b--0a1b2c3d"
-
-
-def _records(path: Path) -> list[dict]:
-    out = []
-    for raw in path.read_bytes().split(b"\n"):
-        try:
-            out.append(json.loads(raw))
-        except ValueError:
-            continue
-    return out
 
 
 def test_an_eval_run_dir_is_found_and_lists_its_traces_by_byte_offset():
@@ -35,7 +25,7 @@ def test_an_eval_run_dir_is_found_and_lists_its_traces_by_byte_offset():
     assert run.overview().flavor == "eval"
     samples = run.samples()
     assert frames.check(samples, frames.SAMPLES) == []
-    records = _records(EVAL_RUN / "traces.jsonl")  # the torn last line does not parse: left out
+    records = json_lines(EVAL_RUN / "traces.jsonl")  # the torn last line does not parse: left out
     assert len(samples) == len(records) == 5
     assert set(samples["split"]) == {"eval"} and set(samples["step"]) == {0}
     assert list(samples["env"]) == [r["env"]["name"] for r in records]
@@ -49,7 +39,7 @@ def test_an_eval_run_dir_is_found_and_lists_its_traces_by_byte_offset():
 
 def test_an_eval_episode_is_mapped_like_a_stream_record():
     run = rd.open_run(EVAL_RUN)
-    records = _records(EVAL_RUN / "traces.jsonl")
+    records = json_lines(EVAL_RUN / "traces.jsonl")
     ep = run.episode("eval-1")
     rec = records[1]
     assert ep.ids["episode"] == rec["id"] and ep.env == "gsm8k" and ep.split == "eval" and ep.step == 0
@@ -79,7 +69,7 @@ def test_legacy_rollout_files_list_step_split_and_the_scalars_their_keys_hold():
     samples = run.samples()
     assert frames.check(samples, frames.SAMPLES) == []
     files = sorted(LEGACY_RUN.glob("rollouts/step_*/*_rollouts*.jsonl"))
-    records = {f: _records(f) for f in files}
+    records = {f: json_lines(f) for f in files}
     assert len(samples) == sum(len(r) for r in records.values())  # the garbage line is left out
     for f, recs in records.items():
         step, split = int(f.parent.name.split("_")[1]), f.name.split("_")[0]

@@ -18,20 +18,15 @@ from rundash_core.sources.verl.overrides import HEAD_BYTES, head_config, parse_v
 from rundash_core.sources.verl.config_text import read_print, recover, tolerant
 from rundash_core.sources.verl import overview as verl_overview
 
-from helpers import DATA
+from helpers import DATA, write_file
 
 DATA = DATA / "verl"
 P = "\x1b[36m(TaskRunner pid=1247282)\x1b[0m "  # a Ray prefix, as the driver prints it
 METRICS = "".join(f"{P}step:{s} - critic/score/mean:0.{s} - actor/pg_loss:-0.01\n" for s in (1, 2, 3))
 
 
-def write(path: Path, text: str | bytes) -> Path:
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
-
-
 def open_log(tmp_path: Path, text: str, name: str = "run.log"):
-    return rd.open_run(write(tmp_path / name, text))
+    return rd.open_run(write_file(tmp_path / name, text, mtime=None))
 
 
 def pprinted(lines: list[str]) -> str:
@@ -346,14 +341,15 @@ def _bytes_read(monkeypatch, path: Path) -> int:
 def test_the_card_searches_only_head_bytes_already_read(tmp_path, monkeypatch):
     filler = "".join(f"(WorkerDict pid=2) loading shard {i} of the model weights into memory\n" for i in range(30000))
     body = filler + METRICS * 100
-    with_cmd = write(tmp_path / "with.log", TRACE + body)
-    without = write(tmp_path / "without.log", "#" * (len(TRACE) - 1) + "\n" + body)
+    with_cmd = write_file(tmp_path / "with.log", TRACE + body, mtime=None)
+    without = write_file(tmp_path / "without.log", "#" * (len(TRACE) - 1) + "\n" + body, mtime=None)
     assert os.path.getsize(with_cmd) == os.path.getsize(without) > 1 << 20
     assert _bytes_read(monkeypatch, with_cmd) == _bytes_read(monkeypatch, without)
     d = verl_overview.read_overview_inputs(str(with_cmd))
     assert (d.model, d.head.experiment, d.max_steps) == ("deepseek-ai/deepseek-llm-7b-chat", "ds7b-grpo-final", 3)
     # a command line beyond the head window is not looked for
-    late = write(tmp_path / "late.log", "x" * 100 + "\n" + filler[: HEAD_BYTES + 1000] + TRACE + METRICS)
+    late = write_file(tmp_path / "late.log", "x" * 100 + "\n" + filler[: HEAD_BYTES + 1000] + TRACE + METRICS,
+                      mtime=None)
     assert verl_overview.read_overview_inputs(str(late)).model is None
 
 

@@ -14,19 +14,9 @@ import rundash_core as rd
 from rundash_core import frames
 from rundash_core.io import files
 
-from helpers import DATA
+from helpers import DATA, json_lines
 
 DUMPS = DATA / "verl-dumps"
-
-
-def _lines(path: Path) -> list[dict]:
-    out = []
-    for raw in path.read_bytes().split(b"\n"):
-        try:
-            out.append(json.loads(raw))
-        except ValueError:
-            continue
-    return out
 
 
 def test_rollout_and_validation_dirs_from_the_launch_overrides():
@@ -37,7 +27,7 @@ def test_rollout_and_validation_dirs_from_the_launch_overrides():
     for split, folder in (("train", "rollout"), ("val", "val")):
         mine = samples[samples["split"] == split]
         for step, rows in mine.groupby("step"):
-            dumped = _lines(DUMPS / "generations" / folder / f"{step}.jsonl")
+            dumped = json_lines(DUMPS / "generations" / folder / f"{step}.jsonl")
             assert len(rows) == len(dumped)  # the cut-off last line of rollout/2.jsonl is left out
             assert list(rows["reward"]) == [d["score"] for d in dumped]
             assert all(loc.startswith(str((DUMPS / "generations" / folder).resolve())) for loc in rows["locator"])
@@ -47,7 +37,7 @@ def test_rollout_and_validation_dirs_from_the_launch_overrides():
     assert (train["trainer_step"] == train["step"]).all()
     assert samples.loc[samples["split"] == "val", "trainer_step"].isna().all()
     # the n responses of one prompt share a group (the spec: group by input)
-    first = _lines(DUMPS / "generations" / "rollout" / "1.jsonl")
+    first = json_lines(DUMPS / "generations" / "rollout" / "1.jsonl")
     by_input = {}
     for gid, rec in zip(samples[samples["sample_id"].str.startswith("t1-")]["group_id"], first):
         by_input.setdefault(rec["input"], set()).add(gid)
