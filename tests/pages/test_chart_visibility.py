@@ -6,7 +6,6 @@ Real files: the shipped prime-rl sample run (steps dropped from its metrics.json
 runs of every kind; the numbers are checked against the files read with json.loads."""
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
@@ -15,12 +14,13 @@ import pytest
 
 import rundash_core as rd
 from helpers import NEW_METRICS, NEW_RUN, copy_run, open_page
+from helpers.pages import plotly_values
 from rundash_core.views import eval_pane as ep
 from rundash_core.views import validation as val
 from rundash_core.views import validation_charts as vc
 from rundash_core.charts.downsample import MAX_POINTS
 from rundash_core.charts.figures import ChartOptions
-from rundash_core.charts.series import X_FRACTION, X_STEP, X_TIME, SeriesIndex, series_index
+from rundash_core.charts.series import X_STEP, X_TIME, SeriesIndex, series_index
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, panel_chart
 from rundash_core.compare import group_band
 
@@ -33,7 +33,7 @@ def _spec(fig) -> dict:
 
 def _decoded(v):
     if isinstance(v, dict) and "bdata" in v and "dtype" in v:
-        arr = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).astype("float64")
+        arr = plotly_values(v).astype("float64")
         return [None if np.isnan(a) else float(a) for a in arr]
     if isinstance(v, dict):
         return {k: _decoded(x) for k, x in v.items()}

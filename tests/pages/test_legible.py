@@ -4,7 +4,6 @@ panel, legends below the axis, distinct line styles) and tables that say only wh
 real SWE-Lego-RL log in tests/data, the built-in demo and hand-made data of the same shapes."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pandas as pd
@@ -12,6 +11,7 @@ import pytest
 
 import rundash_core as rd
 from helpers import DATA, open_page
+from helpers.pages import figures
 from rundash_core.charts.figures import (AXIS_BELOW, DASHES, LEGEND_ROW, PALETTE, PLOT_HEIGHT, ChartOptions,
                                          build_chart, legend_names, legend_rows, style_of, unique_styles)
 from rundash_core.charts.sections import Panel, sections_for, split_by_unit
@@ -206,7 +206,7 @@ def test_metrics_page_sections_are_legible_on_the_demo_swe_lego_run(monkeypatch,
     run_id = runs[runs["kind"] == "swe-lego-rl"].iloc[0]["run_id"]
     at = open_page(monkeypatch, folder, "pages/metrics.py",
                    {"run": run_id, "s_reward-score": "false", "s_agent-loop": "true", "s_validation": "true"})
-    figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+    figs = figures(at)
     titles = [f["layout"]["title"]["text"] for f in figs]
     assert {"other agent-loop · seconds", "other agent-loop · tokens", "validation time · ~1k"} <= set(titles)
     assert "other agent-loop" not in titles and "validation time" not in titles

@@ -3,7 +3,6 @@ the tokenizer, the AI endpoint without its key, the theme of .streamlit/config.t
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 

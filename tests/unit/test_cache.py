@@ -11,7 +11,7 @@ import rundash_core as rd
 from rundash_core import cache
 from rundash_core.cache import LRUCache
 from rundash_core.io.configs import load_config_file
-from helpers import NEW_METRICS, make_rl_run, write_lines
+from helpers import NEW_METRICS, make_rl_run
 
 
 def arr(nbytes: int) -> np.ndarray:

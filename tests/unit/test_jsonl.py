@@ -4,9 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 
-from rundash_core.io import jsonl
 from rundash_core.io.jsonl import JsonlTail, LineProblems, parse_jsonl_bytes
 from helpers import parse_row_bytes, write_lines
 

@@ -7,7 +7,6 @@ import re
 import os
 import shutil
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest

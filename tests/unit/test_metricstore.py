@@ -6,10 +6,8 @@ import os
 import shutil
 
 import numpy as np
-import pytest
 
 import rundash_core as rd
-from rundash_core.io import jsonl
 from rundash_core.metrics.store import MetricStore
 from helpers import NEW_METRICS, NEW_RUN, assert_tidy_matches, reference_file, reference_metrics, write_lines
 

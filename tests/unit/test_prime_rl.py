@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import (copy_run, NEW_METRICS, NEW_NAME, NEW_RUN, OLD_METRICS, OLD_NAME, OLD_RUN, assert_tidy_matches,
+from helpers import (copy_run, NEW_METRICS, NEW_RUN, OLD_METRICS, OLD_RUN, assert_tidy_matches,
                       make_rl_run, reference_file, set_all_mtimes, write_lines)
 
 

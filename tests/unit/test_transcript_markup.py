@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
 
 from rundash_core.views import transcript_markup as tm
 from rundash_core.safety.user_regex import compile_user_pattern
