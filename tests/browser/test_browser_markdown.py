@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 import rundash_core as rd
-from ai_server import ChatServer
+from helpers.ai_server import ChatServer
 from helpers import NEW_RUN, copy_run
 from helpers.hostile import HOSTILE_MARKDOWN
 from helpers.serving import launched_rundash

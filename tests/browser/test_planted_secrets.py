@@ -21,9 +21,9 @@ import pandas as pd
 import pytest
 
 from helpers import app_pages, REPO
-from planted_finder import leaked, text_of
-from planted_runs import MARK, plant
-from secret_corpus import SPELLINGS
+from helpers.planted_finder import leaked, text_of
+from helpers.planted_runs import MARK, plant
+from helpers.secret_corpus import SPELLINGS
 
 import rundash_core as rd
 from rundash_core import cache

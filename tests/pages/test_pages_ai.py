@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from ai_server import ChatServer, dead_base_url
+from helpers.ai_server import ChatServer, dead_base_url
 from helpers import open_page
 from rundash_core import ai
 

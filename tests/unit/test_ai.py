@@ -7,7 +7,7 @@ import logging
 import pytest
 
 import rundash_core as rd
-from ai_server import ChatServer, dead_base_url
+from helpers.ai_server import ChatServer, dead_base_url
 from rundash_core import ai
 
 KEY = "sk-test-NEVER-SHOWN-4f2a9c"

@@ -18,8 +18,8 @@ from rundash_core.views import tokens as tk
 from rundash_core.safety.redact import HIDDEN
 from rundash_core.tui.views import logs_doc
 
-from planted_runs import plant
-from secret_corpus import SPELLINGS
+from helpers.planted_runs import plant
+from helpers.secret_corpus import SPELLINGS
 from helpers.tokens import deepseek_tokenizer_json
 
 from helpers import DATA

@@ -5,13 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from rundash_core.views.config_search import compile_search, search_config
 from rundash_core.safety.redact import HIDDEN, is_secret_name, redact, redact_text
-from secret_corpus import times_floor, word_pass
+from helpers.secret_corpus import times_floor, word_pass
 
 from helpers import DATA
 

@@ -1,4 +1,4 @@
-"""Every spelling of the secret corpus (tests/secret_corpus.py) is hidden by `redact_text` as written,
+"""Every spelling of the secret corpus (tests/helpers/secret_corpus.py) is hidden by `redact_text` as written,
 as a log line, joined with all the others, and in its parsed form through `redact`; a hidden block
 keeps its lines; ordinary run text stays as it is; redaction stays linear on adversarial text."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from rundash_core.safety.redact import HIDDEN, redact, redact_text
-from secret_corpus import SPELLINGS, by_syntax, times_floor, word_pass
+from helpers.secret_corpus import SPELLINGS, by_syntax, times_floor, word_pass
 
 IDS = [f"{i}-{s.family}-{s.syntax}" for i, s in enumerate(SPELLINGS)]
 

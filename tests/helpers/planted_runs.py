@@ -1,4 +1,4 @@
-"""Real runs of every kind with the secret corpus (`secret_corpus.SPELLINGS`) planted in every text
+"""Real runs of every kind with the secret corpus (`helpers.secret_corpus.SPELLINGS`) planted in every text
 field their formats have: what the planted-secret test (`test_planted_secrets.py`) reads back.
 
 Each run starts from a copy of tests/data and keeps every file valid in its format (JSON stays
@@ -21,9 +21,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from secret_corpus import SPELLINGS
+from helpers import DATA
+from helpers.secret_corpus import SPELLINGS
 
-DATA = Path(__file__).resolve().parent / "data"
 PRIME = DATA / "prime-rl-traces" / "reverse-text--qwen3-0.6b--a7be3ee1"
 LEGO = DATA / "lego"
 LEGO_LOG = "qwen3-8b-swegym-gspo-async-r1.log"

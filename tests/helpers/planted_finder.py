@@ -9,7 +9,7 @@ import json
 
 import pandas as pd
 
-from secret_corpus import SPELLINGS
+from helpers.secret_corpus import SPELLINGS
 
 from rundash_core.views.display_text import md_escape
 
