@@ -1,4 +1,9 @@
-"""Test helpers (paths of the test data, run builders, page openers) and an independent, pure-python reading of prime-rl metrics files.
+"""Shared test code; no test file imports another. Here: the paths of the test data, run builders
+and file writers, page openers, and an independent, pure-python reading of prime-rl metrics files.
+Beside it, by topic: `serving` (free port, launcher, process groups, a child as another uid),
+`browser`, `pages` (what an AppTest page showed), `hostile` inputs, the `verl` and `lego_validation`
+references, `shapes` (growing files), `health`, `tokens`, `tui`, and `secret_corpus` with
+`planted_runs` and `planted_finder`, `ai_server` (a local chat API). Fixtures: the conftest.py files.
 
 The reference reader below is written from the format notes (prime-rl spec sections 4.2-4.6),
 not from rundash's code: json.loads per line, step-keyed rows merged per (producer, step) with the
@@ -179,10 +184,6 @@ def assert_tidy_matches(frame: pd.DataFrame, ref: Reference) -> None:
     assert not missing and not extra, f"missing {list(missing)[:5]} extra {list(extra)[:5]}"
 
 
-
-
-
-
 def copy_run(src: Path, dest_parent: Path, name: str | None = None) -> Path:
     dest = dest_parent / (name or src.name)
     dest_parent.mkdir(parents=True, exist_ok=True)
@@ -193,10 +194,6 @@ def copy_run(src: Path, dest_parent: Path, name: str | None = None) -> Path:
             if not os.path.islink(p):
                 os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
     return dest
-
-
-
-
 
 
 def set_all_mtimes(root: Path, t: float) -> None:
@@ -288,8 +285,6 @@ def listed_step(folder: Path, run_id: str):
 
 # Pages -----------------------------------------------------------------------------------------
 APP = REPO / "app.py"
-
-
 
 
 def open_page(monkeypatch, folder, page: str, query: dict):
