@@ -74,3 +74,23 @@ def tables(monkeypatch):
 
     monkeypatch.setattr(streamlit, "dataframe", spy)
     return calls
+
+
+def _utf8(value):
+    """`value` with every string made UTF-8 encodable (a lone surrogate, from a file name that is not
+    UTF-8, becomes its backslash escape)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {k: _utf8(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_utf8(v) for v in value)
+    return value
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(config, report):
+    """pytest-xdist sends each report to the controller as UTF-8: a captured log line naming a hostile
+    file (`bad\\udcff.log`) would crash the worker and end the whole run."""
+    data = yield
+    return _utf8(data) if data is not None else None

@@ -248,7 +248,7 @@ def test_every_page_opens_on_hostile_runs(monkeypatch, tmp_path):
             open_page(monkeypatch, root, page, {"run": row["run_id"]})  # asserts no exception element
 
 
-def _trajectory_as_nobody(folder: str, run_id: str, sample_id: str) -> dict:
+def _trajectory_as_nobody(monkeypatch, folder: str, run_id: str, sample_id: str) -> dict:
     """The Trajectory page on `sample_id`, opened through AppTest by an unprivileged child."""
     from streamlit.testing.v1 import AppTest
 
@@ -260,8 +260,8 @@ def _trajectory_as_nobody(folder: str, run_id: str, sample_id: str) -> dict:
         at.run()
         return at.switch_page("pages/trajectory.py").run()
 
-    os.environ["RUNDASH_DIRS"] = folder
-    os.environ.pop("RUNDASH_ROOTS", None)
+    monkeypatch.setenv("RUNDASH_DIRS", folder)  # (restored after the test: later tests in this process never see it)
+    monkeypatch.delenv("RUNDASH_ROOTS", raising=False)
     page()  # as root first: every module the page imports is loaded (the chunk is readable to root)
 
     def shown() -> dict:
@@ -273,7 +273,7 @@ def _trajectory_as_nobody(folder: str, run_id: str, sample_id: str) -> dict:
     return in_child_as(NOBODY, shown)
 
 
-def test_the_trajectory_page_names_an_unreadable_episode_file():
+def test_the_trajectory_page_names_an_unreadable_episode_file(monkeypatch):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to an unprivileged uid (mode 000 files are checked as nobody)")
     base, tree = _unreadable_tree()
@@ -284,7 +284,7 @@ def test_the_trajectory_page_names_an_unreadable_episode_file():
         samples = run.samples()
         sid = samples[samples["locator"].str.contains("00001.jsonl")]["sample_id"].iloc[-1]
         os.chmod(chunk, 0)
-        shown = _trajectory_as_nobody(os.path.dirname(run.path), run.run_id, sid)
+        shown = _trajectory_as_nobody(monkeypatch, os.path.dirname(run.path), run.run_id, sid)
     finally:
         for r, ds, _fs in os.walk(base):
             for x in ds:

@@ -91,6 +91,7 @@ def test_a_dir_inside_the_roots_is_accepted(tmp_path):
     assert plan.dirs == [str(run.parent)] and plan.roots == [str(root)]
 
 
+@pytest.mark.xdist_group("default-ports")  # holds or checks 8501-8520: one worker runs these one after another
 def test_a_taken_port_is_refused_and_the_next_free_one_chosen(tmp_path, no_start, capsys):
     with socket.socket() as busy:
         busy.bind(("", 0))

@@ -26,9 +26,11 @@ DEMO = None
 def _demo_folder() -> Path:
     global DEMO
     if DEMO is None:
+        import atexit
         import tempfile
 
         DEMO = demo.ensure_demo(Path(tempfile.mkdtemp(prefix="rundash-contract-")) / "demo")
+        atexit.register(shutil.rmtree, DEMO.parent, True)  # built at collection, once per xdist worker
     return DEMO
 
 

@@ -55,9 +55,9 @@ def test_symlink_loop_and_self_link_never_hang(tmp_path):
     os.symlink("loop-b", tmp_path / "loop-a")
     os.symlink("loop-a", tmp_path / "loop-b")
     os.symlink(".", tmp_path / "self")
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds: a busy machine (xdist, other users) does not make them grow
     assert list(rd.discover([tmp_path], depth=30)["run_id"]) == ["r1"]
-    assert time.perf_counter() - t0 < 2
+    assert time.process_time() - t0 < 2
 
 
 def test_run_linked_from_two_places_is_listed_once_where_it_is(tmp_path):
@@ -149,9 +149,9 @@ def test_ten_thousand_non_run_files_stay_fast(tmp_path):
         (junk / f"f{i}.txt").write_bytes(b"x")
     rd.discover([tmp_path])  # imports and first-call costs out of the measure
     rd.cache.shared.clear()
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds: a busy machine (xdist, other users) does not make them grow
     df = rd.discover([tmp_path])
-    took = time.perf_counter() - t0
+    took = time.process_time() - t0
     assert list(df["run_id"]) == ["r1"]
     assert took < 1.0, f"cold discovery of 10k files took {took:.2f} s"
 
@@ -398,9 +398,9 @@ def test_yaml_bomb_stays_text_and_fast(tmp_path):
     bomb = ("\n".join(lines) + f"\napi_key: {SECRET}\n").encode()
     run, _path = _run_with(tmp_path, "command.txt", bomb)
     (Path(run.path) / "configs" / "attempt_1" / "bomb.yaml").write_bytes(bomb)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds: a busy machine (xdist, other users) does not make them grow
     shown = json.dumps(run.configs())
-    assert time.perf_counter() - t0 < 2
+    assert time.process_time() - t0 < 2
     assert len(shown) < 4 * len(bomb) and "*h" in shown and SECRET not in shown
 
 

@@ -110,6 +110,7 @@ def test_ports_and_urls_on_ipv6():
     assert 8501 <= plan.port <= 8520 and plan.local_url == f"http://[::1]:{plan.port}/"
 
 
+@pytest.mark.xdist_group("default-ports")  # holds or checks 8501-8520: one worker runs these one after another
 def test_a_port_taken_while_the_guided_start_asks_is_chosen_again(tmp_path, monkeypatch, capsys):
     copy_run(NEW_RUN, tmp_path / "outputs")
     monkeypatch.chdir(tmp_path)

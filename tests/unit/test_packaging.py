@@ -89,7 +89,7 @@ def test_installed_rundash_serves_the_app(venv, tmp_path):
     port = free_port()
     log = (tmp_path / "server.log").open("w+")
     proc = subprocess.Popen([venv / "bin" / "rundash", RUNS, "--port", str(port), "--host", "127.0.0.1"],
-                            cwd=tmp_path, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            cwd=tmp_path, env=_env(RUNDASH_CACHE_DIR=str(tmp_path / "cache")), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 60

@@ -147,9 +147,9 @@ def test_a_report_over_the_markdown_budget_is_plain_text_said_so(tmp_path, monke
 
     run = make_rl_run(tmp_path / "out", "r--m--0123abcd")
     make_report(run, "brackets", "# Brackets\n" + "[" * 200_000)  # markdown-it alone: 5.6 s
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine (xdist, other users) does not make them grow
     at = open_page(monkeypatch, tmp_path / "out", "pages/reports.py", {"run": run.name})
-    assert time.perf_counter() - start < 4  # (the whole page: the parse alone took 5.6 s)
+    assert time.process_time() - start < 4  # (the whole page: the parse alone took 5.6 s)
     notes = [c.value for c in at.caption if "shown as plain text" in c.value]
     assert len(notes) == 1 and "200,011 characters" in notes[0] and "64,000" in notes[0], notes
     assert ["# Brackets\n" + "[" * 200_000 == c.value for c in at.code].count(True) == 1

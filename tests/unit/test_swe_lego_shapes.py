@@ -314,11 +314,11 @@ def test_a_long_slashy_token_on_a_trials_line_reads_in_linear_time(work):
     blob = "/Ab" * 20000
     with open(log_of(work), "a") as fh:
         fh.write(f"(AgentLoopWorker pid=1) img={blob} trial {exp_of(work)}/step_0002/x-12345678 {blob}/harbor_trials/x\n")
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds: a busy machine (xdist, other users) does not make them grow
     run = rd.open_run(log_of(work))
     assert list(run.marks().named) == [str(exp_of(work))] and len(run.samples()) > 0
     assert list(rd.discover([work])["run_id"]) == [EXP]
-    assert time.perf_counter() - t0 < 3
+    assert time.process_time() - t0 < 3
 
 
 # Validation dumps ------------------------------------------------------------------------------------
@@ -388,7 +388,7 @@ def test_thousands_of_trials_list_without_reading_them(work, monkeypatch):
     reads = []
     real = harbor.read_trial
     monkeypatch.setattr(harbor, "read_trial", lambda d, *a: (reads.append(d), real(d, *a))[1])
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds: a busy machine (xdist, other users) does not make them grow
     assert list(rd.discover([work])["run_id"]) == [EXP]
     run = rd.open_run(log_of(work))
     run.overview(), run.overview()
@@ -398,4 +398,4 @@ def test_thousands_of_trials_list_without_reading_them(work, monkeypatch):
     reads.clear()
     assert run.episode("1010-task__t-7-000a0007").ids["Harbor step folder"] == "step_1010"
     assert len(reads) == 50  # opening one trial reads its folder's trials only
-    assert time.perf_counter() - t0 < 10
+    assert time.process_time() - t0 < 10
