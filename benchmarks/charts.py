@@ -21,15 +21,14 @@ import time
 import plotly.io as pio
 
 import rundash_core as rd
+from benchmarks import metrics_data as md
+from benchmarks.common import add_common_options, format_table, pass_miss, print_report, run_one, secs, work_root
 from rundash_core import cache
 from rundash_core.charts.figures import ChartOptions
 from rundash_core.charts.keytree import key_tree
 from rundash_core.charts.sections import sections_for
 from rundash_core.charts.series import series_index
 from rundash_core.charts.view import key_groups, metric_charts, section_charts
-
-from benchmarks import metrics_data as md
-from benchmarks.common import add_common_options, format_table, pass_miss, print_report, run_one, secs, work_root
 
 SECTION_VS_LOAD = 1.0
 MAX_POINTS_PER_SERIES = 1600

@@ -27,13 +27,24 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Iterator
 
-from benchmarks.common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
-                     secs, timed, work_root)
-from rundash_core.sources.verl.steps import _is_validation_key
+from benchmarks.common import (
+    add_common_options,
+    best_of,
+    cpu_note,
+    format_table,
+    mb,
+    pass_miss,
+    print_report,
+    run_one,
+    secs,
+    timed,
+    work_root,
+)
 from benchmarks.verl import _STEP, sample_dir, sample_logs
+from rundash_core.sources.verl.steps import _is_validation_key
 
 SCAN_VS_COLD = 3.0  # cold discover at least 3× faster than reading every log whole and searching it
 WARM_VS_FLOOR = 2.0  # warm discover at most 2× the bare listing

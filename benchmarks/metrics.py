@@ -23,13 +23,12 @@ import pandas as pd
 import pyarrow.json as pj
 
 import rundash_core as rd
+from benchmarks import metrics_data as md
+from benchmarks.common import add_common_options, best_of, format_table, mb, pass_miss, print_report, run_one, secs, work_root
 from rundash_core import cache
 from rundash_core.io.files import read_range
 from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
 from rundash_core.metrics.store import MetricStore
-
-from benchmarks import metrics_data as md
-from benchmarks.common import add_common_options, best_of, format_table, mb, pass_miss, print_report, run_one, secs, work_root
 
 ROWS_PER_ROUND = 10
 

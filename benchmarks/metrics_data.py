@@ -20,13 +20,21 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import numpy as np
 
-from benchmarks.metrics_keys import (ORCH_ERROR_KEYS, PERIODIC_KEYS, env_of, inference_keys, orch_eval_keys, orch_train_keys,
-                           trainer_key_groups, value_model)
+from benchmarks.metrics_keys import (
+    ORCH_ERROR_KEYS,
+    PERIODIC_KEYS,
+    env_of,
+    inference_keys,
+    orch_eval_keys,
+    orch_train_keys,
+    trainer_key_groups,
+    value_model,
+)
 
 
 @dataclass
@@ -106,7 +114,7 @@ class RowKind:
             body = ", ".join(map(str.__add__, prefix, row))
             if extra is not None:
                 body += "".join(f", {p}{int(rng.integers(1, 6))}" for p, on in zip(self.extras, extra[i]) if on)
-            head = '{"step": %s, "time": %r, ' % ("null" if step is None else step, round(t, 6))
+            head = '{{"step": {}, "time": {!r}, '.format("null" if step is None else step, round(t, 6))
             out.append(head + body + self.tail)
         return out
 

@@ -6,7 +6,7 @@ env a per-env key belongs to, and each key's value range and text format.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 ENVS = [
     "reverse-text", "gsm8k", "math-python", "hendrycks-math", "wordle", "sudoku", "alphabet-sort",

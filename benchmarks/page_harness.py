@@ -136,7 +136,7 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         self.port = free_port()
         cmd = [sys.executable, "-m", "streamlit", "run", str(self.script), "--server.port", str(self.port),
                "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none",

@@ -36,8 +36,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from benchmarks.common import format_table, pass_miss, print_report, secs, work_root
-from benchmarks.page_harness import CHROMIUM_ARGS, Server, app_dir, server_env, visit, write_floor
-from benchmarks.page_harness import PROBE_JS, VIEWPORT  # noqa: F401 (API: the sessions bench takes them from here)
+from benchmarks.page_harness import CHROMIUM_ARGS, PROBE_JS, VIEWPORT, Server, app_dir, server_env, visit, write_floor  # noqa: F401 (API: the sessions bench takes them from here)
 
 PAGES = ("overview", "metrics", "compare")
 TARGETS = {"overview": 2.0, "metrics": 2.0, "compare": 3.0}  # × the floor
@@ -70,8 +69,9 @@ def measure(root: str, *, pages: tuple[str, ...] = PAGES, repeat: int = 3, timeo
             chromium: str | None = None, log=print) -> dict:
     """Serve the demo and the floor from `root`, visit every page `repeat` times (interleaved with
     the floor) and return every visit: `{"visits": {name: [visit, ...]}, "urls": …, …}`."""
-    import rundash_core as rd
     from playwright.sync_api import sync_playwright
+
+    import rundash_core as rd
     from rundash_core import demo
 
     root_p = Path(root)

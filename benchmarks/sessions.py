@@ -35,9 +35,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rundash_core.cache import _limit_from_env
 from benchmarks.common import format_table, pass_miss, print_report, work_root
 from benchmarks.pages import CHROMIUM_ARGS, PROBE_JS, VIEWPORT, Server, app_dir, page_urls, server_env
+from rundash_core.cache import _limit_from_env
 
 PERIOD_S = 5.0  # the Metrics page's live refresh
 CPU_TARGET = 4.0
@@ -196,8 +196,9 @@ def niced(exe: str, folder: Path) -> str:
 def measure(root: str, *, sessions: int = 20, window_s: float = 15.0, timeout_s: float = 180.0,
             hostile: bool = True, chromium: str | None = None, log=print) -> dict:
     """Serve the demo from `root` and run the three steps (see the module's docstring)."""
-    import rundash_core as rd
     from playwright.sync_api import sync_playwright
+
+    import rundash_core as rd
     from rundash_core import demo
 
     root_p = Path(root)

@@ -24,11 +24,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import rundash_core as rd
+from benchmarks.common import (
+    add_common_options,
+    best_of,
+    cpu_note,
+    format_table,
+    mb,
+    pass_miss,
+    print_report,
+    run_one,
+    secs,
+    timed,
+    work_root,
+)
 from rundash_core import cache
 from rundash_core.sources.verl.metric_log import VerlLogTail
-
-from benchmarks.common import (add_common_options, best_of, cpu_note, format_table, mb, pass_miss, print_report, run_one,
-                     secs, timed, work_root)
 
 TARGET_SPEEDUP = 4.0  # baseline user CPU / rundash parse user CPU, the collector left on
 SAMPLE_NAMES = ("dq_math.log", "eh_Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log", "eh_gemma-2-2b-it-sft-0.411.log",

@@ -9,11 +9,10 @@ import re
 
 import streamlit as st
 
-from rundash_core.safety.user_regex import NOTHING, compile_user_pattern
-
 from rundash_core.charts import figures, smoothing
 from rundash_core.charts.figures import Chart, ChartOptions
 from rundash_core.charts.series import X_STEP, X_TIME
+from rundash_core.safety.user_regex import NOTHING, compile_user_pattern
 from rundash_core.views.display_text import md_code, md_escape
 
 X_LABELS = {X_STEP: "step", X_TIME: "relative wall time"}

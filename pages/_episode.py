@@ -8,10 +8,9 @@ import streamlit as st
 
 from pages import _transcript, _ui
 from pages._charts import PLOTLY_CONFIG
-from rundash_core.views import timeline
-from rundash_core.views import trajectory as tj
-from rundash_core.views import trajectory_charts
 from rundash_core.frames import Episode
+from rundash_core.views import timeline, trajectory_charts
+from rundash_core.views import trajectory as tj
 from rundash_core.views.display_text import format_duration, is_absent
 
 VIEWS = {"transcript": "Transcript", "timeline": "Timeline", "tools": "Tools"}

@@ -9,8 +9,8 @@ import streamlit as st
 
 from pages import _ui
 from pages._charts import PLOTLY_CONFIG
-from rundash_core.views import eval_pane as ep
 from rundash_core import frames
+from rundash_core.views import eval_pane as ep
 from rundash_core.views.display_text import ABSENT, md_code, md_escape, table_height
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui
-from rundash_core.views import trajectory as tj
-from rundash_core.views import transcript_markup as tm
 from rundash_core.frames import Episode
 from rundash_core.safety.user_regex import compile_user_pattern
+from rundash_core.views import trajectory as tj
+from rundash_core.views import transcript_markup as tm
 
 LONG_CHARS = 3000  # longer texts scroll in place, in a fixed-height box
 BOX_PX = 420

@@ -12,11 +12,9 @@ import functools
 import streamlit as st
 
 from rundash_core import streamlit_cache as sc
-from rundash_core.views.display_text import (fold_list, format_duration, format_time, md_code, md_escape, step_headline,
-                                  text_or)
 from rundash_core.run import Run, resumes_text, trainer_names
 from rundash_core.settings import check_added_dir
-
+from rundash_core.views.display_text import fold_list, format_duration, format_time, md_code, md_escape, step_headline, text_or
 
 
 def all_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
@@ -106,7 +104,7 @@ def fragment(fn=None, *, run_every=None):
     return st.fragment(body, run_every=run_every)
 
 
-def runs_list() -> "tuple":
+def runs_list() -> tuple:
     """The runs frame for this session's directories."""
     ensure_app_ran()
     return sc.runs_frame(all_dirs(st.session_state["_dirs"]))

@@ -7,8 +7,17 @@ from pages import _charts, _ui
 from rundash_core import streamlit_cache as sc
 from rundash_core.charts.aliases import alias_table
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, run_series_frame
-from rundash_core.compare import (config_diff, default_runs, group_band, group_labels, missing_configs,
-                                  metric_table, read_config, read_each, runs_summary)
+from rundash_core.compare import (
+    config_diff,
+    default_runs,
+    group_band,
+    group_labels,
+    metric_table,
+    missing_configs,
+    read_config,
+    read_each,
+    runs_summary,
+)
 from rundash_core.views.display_text import ABSENT, md_code, md_escape, short_labels, shortened, table_height
 
 ALIGN = {"step": "step", "time": "relative wall time", "fraction": "fraction of run"}

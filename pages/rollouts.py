@@ -7,12 +7,12 @@ URL: `?run=&panel=outcomes|episodes|tasks|token_is&split=`. Steps are the run's 
 import streamlit as st
 
 from pages import _charts, _ui
-from rundash_core.views import rollouts as ro
-from rundash_core.views import trajectory_charts
 from rundash_core.charts import rollout_figures as rf
 from rundash_core.charts.figures import ChartOptions
 from rundash_core.charts.series import series_index
 from rundash_core.charts.view import panel_chart
+from rundash_core.views import rollouts as ro
+from rundash_core.views import trajectory_charts
 from rundash_core.views.display_text import ABSENT, is_absent, md_code, table_height
 
 PANELS = {"outcomes": "Outcomes", "episodes": "Episodes", "tasks": "Task grid", "token_is": "Token & IS"}

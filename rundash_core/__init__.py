@@ -8,14 +8,13 @@
 
 Every reader hides secrets (`rundash_core.safety.gate`); `rd.open_run(path, reveal=True)` shows raw values.
 """
-from rundash_core import frames
+from rundash_core import frames, sources
+from rundash_core.ai import analysis_context, analyze
 from rundash_core.discover import discover, list_runs
 from rundash_core.frames import Episode, Message, ToolCall
-from rundash_core.run import CAPABILITIES, Overview, Problem, Run, RunError
-from rundash_core import sources
-from rundash_core.sources import open_run
 from rundash_core.health.checks import Finding
-from rundash_core.ai import analysis_context, analyze
+from rundash_core.run import CAPABILITIES, Overview, Problem, Run, RunError
+from rundash_core.sources import open_run
 
 __all__ = ["discover", "list_runs", "open_run", "Run", "Overview", "Problem", "RunError", "KINDS", "CAPABILITIES",
            "Episode", "Message", "ToolCall", "frames", "Finding", "analysis_context", "analyze"]

@@ -18,15 +18,15 @@ import math
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator, Mapping
 
-from rundash_core.safety import inert_markdown
-from rundash_core.safety.gate import gated
 from rundash_core.health.checks import Signals, health, health_state
 from rundash_core.health.rules import val_series
-from rundash_core.views.display_text import format_duration, format_time, shorten, text_or
 from rundash_core.run import resumes_text, trainer_names
+from rundash_core.safety import inert_markdown
+from rundash_core.safety.gate import gated
+from rundash_core.views.display_text import format_duration, format_time, shorten, text_or
 from rundash_core.views.key_numbers import key_metrics, series_numbers
 
 ENV_BASE_URL, ENV_API_KEY, ENV_MODEL = "OPENAI_BASE_URL", "OPENAI_API_KEY", "RUNDASH_AI_MODEL"

@@ -12,7 +12,8 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 DEFAULT_LIMIT = 2 << 30
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

@@ -24,8 +24,8 @@ import pandas as pd
 
 from rundash_core import frames
 from rundash_core.frames import Episode
-from rundash_core.safety.gate import GATED, gate_method, inside
 from rundash_core.io.files import shown_path
+from rundash_core.safety.gate import GATED, gate_method, inside
 
 # the kinds of run: the registry's, `rundash_core.sources.kinds()` (`rd.KINDS`)
 STATUSES = ("running", "completed", "stopped", "unknown")
@@ -108,7 +108,7 @@ class Overview:
         return derive_status(finished=self.finished, updated=_seconds(self.touched), step=self.step,
                              max_steps=self.max_steps, now=now, stale=stale)
 
-    def at(self, now: float | None = None) -> "Overview":
+    def at(self, now: float | None = None) -> Overview:
         """This summary with its status and duration as of `now` (a cached summary turns from
         running to stopped without a re-read); while running, its duration ticks to `now`."""
         now = time.time() if now is None else now

@@ -13,8 +13,8 @@ import pandas as pd
 import streamlit as st
 
 from rundash_core import settings
-from rundash_core.io import files
 from rundash_core.discover import scan
+from rundash_core.io import files
 from rundash_core.run import Run
 from rundash_core.sources import open_run
 

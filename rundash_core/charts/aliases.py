@@ -18,8 +18,8 @@ verl's PPO KL; the `note` column of `alias_table()` says so.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import pandas as pd
 

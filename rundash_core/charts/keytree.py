@@ -2,10 +2,11 @@
 (RE2: no pattern can stall the server)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from rundash_core.safety.user_regex import compile_user_pattern
+
 
 @dataclass
 class Node:
@@ -17,7 +18,7 @@ class Node:
     name: str
     path: str
     keys: list[str] = field(default_factory=list)
-    children: list["Node"] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)
 
     @property
     def n_keys(self) -> int:

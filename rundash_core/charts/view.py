@@ -6,20 +6,28 @@ plain pandas/numpy/plotly, so notebooks can build the same figures.
 from __future__ import annotations
 
 import os
-
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from rundash_core.charts.figures import (MARGIN_TOP, Chart, ChartOptions, band_traces, build_chart, legend_layout, plotly_text, style_of,
-                      unique_styles)
-from rundash_core.charts.gaps import STEP_GAP, TIME_GAP, break_before, with_breaks
 from rundash_core import cache
 from rundash_core.charts.aliases import canonical_frame
-from rundash_core.charts.units import unit_of
+from rundash_core.charts.figures import (
+    MARGIN_TOP,
+    Chart,
+    ChartOptions,
+    band_traces,
+    build_chart,
+    legend_layout,
+    plotly_text,
+    style_of,
+    unique_styles,
+)
+from rundash_core.charts.gaps import STEP_GAP, TIME_GAP, break_before, with_breaks
 from rundash_core.charts.series import X_FRACTION, X_STEP, X_TIME, Series, SeriesIndex, series_index
+from rundash_core.charts.units import unit_of
 
 
 def x_choices(index: SeriesIndex) -> list[str]:

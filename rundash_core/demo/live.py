@@ -13,14 +13,28 @@ from pathlib import Path
 
 import numpy as np
 
-from rundash_core.io.files import read_tail
 from rundash_core.demo import logs
 from rundash_core.demo.curves import Curves, random_uuid
 from rundash_core.demo.folder import MARKER
-from rundash_core.sources.prime_rl.demo_metric_rows import (DISPATCH_EVERY_S, INF_EVERY_S, dispatcher_rows, eval_row, inference_rows, metrics_line,
-                          orch_row, trainer_rows)
 from rundash_core.demo.runs import LIVE
-from rundash_core.sources.prime_rl.demo_traces import annotation_index_line, compact_json_line, episode, index_line, orch_annotation
+from rundash_core.io.files import read_tail
+from rundash_core.sources.prime_rl.demo_metric_rows import (
+    DISPATCH_EVERY_S,
+    INF_EVERY_S,
+    dispatcher_rows,
+    eval_row,
+    inference_rows,
+    metrics_line,
+    orch_row,
+    trainer_rows,
+)
+from rundash_core.sources.prime_rl.demo_traces import (
+    annotation_index_line,
+    compact_json_line,
+    episode,
+    index_line,
+    orch_annotation,
+)
 
 _CATCH_UP_S = 60.0  # after a pause, time-keyed rows are filled in for at most this long
 

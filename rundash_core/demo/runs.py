@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rundash_core.sources.swe_lego_rl.demo_run import PROJECT as LEGO_PROJECT
-from rundash_core.sources.swe_lego_rl.demo_run import write_lego_run
-from rundash_core.sources.relax.demo_run import STEPS as RELAX_STEPS
-from rundash_core.sources.relax.demo_run import write_relax_run
+from rundash_core.demo.specs import RLRunSpec
 from rundash_core.sources.prime_rl.demo_run import Attempt, write_rl_run
 from rundash_core.sources.prime_rl.demo_sft_run import write_sft_run
-from rundash_core.demo.specs import RLRunSpec
+from rundash_core.sources.relax.demo_run import STEPS as RELAX_STEPS
+from rundash_core.sources.relax.demo_run import write_relax_run
+from rundash_core.sources.swe_lego_rl.demo_run import PROJECT as LEGO_PROJECT
+from rundash_core.sources.swe_lego_rl.demo_run import write_lego_run
 from rundash_core.sources.verl.demo_run import write_verl_run
 
 # 1. LIVE: still training, its last row is `now`; the live writer keeps it growing.

@@ -18,8 +18,8 @@ import time
 
 import pandas as pd
 
-from rundash_core.health.checks import Finding, Signals, health, health_state
 from rundash_core.health.alive import step_rate
+from rundash_core.health.checks import Finding, Signals, health, health_state
 from rundash_core.health.rules import val_headline
 from rundash_core.views.display_text import format_duration, md_code
 

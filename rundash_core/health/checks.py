@@ -155,7 +155,7 @@ class Signals:
         self.keys = sorted(self.index.metrics)
 
     @classmethod
-    def from_run(cls, run, *, now: float | None = None) -> "Signals":
+    def from_run(cls, run, *, now: float | None = None) -> Signals:
         """The run's frames now; the per-key index is the charts' shared one (built once per
         metrics version)."""
         now = time.time() if now is None else now

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rundash_core.views import validation as val
 from rundash_core.charts import aliases
-from rundash_core.health.checks import Finding, Signals, Thresholds, window_for
 from rundash_core.health.alive import alive
+from rundash_core.health.checks import Finding, Signals, Thresholds, window_for
+from rundash_core.views import validation as val
 
 MAD_SCALE = 1.4826  # MAD × this estimates the standard deviation of normal noise
 

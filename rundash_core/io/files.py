@@ -39,7 +39,7 @@ class FileId:
     size: int
     mtime_ns: int
 
-    def same_file(self, other: "FileId | None") -> bool:
+    def same_file(self, other: FileId | None) -> bool:
         return other is not None and (self.dev, self.ino) == (other.dev, other.ino)
 
     @property

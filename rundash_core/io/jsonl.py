@@ -33,7 +33,7 @@ class LineProblems:
         self.counts[what] = self.counts.get(what, 0) + n
         self.first_line.setdefault(what, line)
 
-    def update(self, other: "LineProblems") -> None:
+    def update(self, other: LineProblems) -> None:
         for what, n, line in other.items():
             self.add(what, line, n)
 
@@ -41,7 +41,7 @@ class LineProblems:
         self.counts.clear()
         self.first_line.clear()
 
-    def discard(self, other: "LineProblems") -> None:
+    def discard(self, other: LineProblems) -> None:
         """Take back what `other` added (a last line read before its end, now read again whole)."""
         for what, n, _line in other.items():
             left = self.counts.get(what, 0) - n

@@ -167,7 +167,7 @@ def _iso_stamp(m: re.Match) -> Stamp | None:
         return None
     zone = m.group(8)
     if zone:
-        when = when.replace(tzinfo=dt.timezone.utc) if zone == "Z" else _with_offset(when, zone)
+        when = when.replace(tzinfo=dt.UTC) if zone == "Z" else _with_offset(when, zone)
     return Stamp(when=when)
 
 

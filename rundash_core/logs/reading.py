@@ -22,15 +22,16 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from rundash_core.io.bytetail import SETTLE_S
+from rundash_core.io.files import describe_unreadable, file_id, open_file, shown_path
+from rundash_core.io.files import listed_path as _listed
+from rundash_core.io.holes import content_end
 from rundash_core.logs import blocks as logblocks
 from rundash_core.logs import line as logtext
-from rundash_core.io.bytetail import SETTLE_S
-from rundash_core.io.files import describe_unreadable, file_id, listed_path as _listed, open_file, shown_path
-from rundash_core.io.holes import content_end
 from rundash_core.logs.merge import assign_times, merge, run_dates
+from rundash_core.run import Problem
 from rundash_core.safety.gate import could_continue_secret
 from rundash_core.safety.redact import redact_text
-from rundash_core.run import Problem
 from rundash_core.safety.user_regex import NOTHING, compile_user_pattern
 
 BLOCK = 256 << 10

@@ -16,7 +16,7 @@ import itertools
 import operator
 import re
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

@@ -12,7 +12,7 @@ link is allowed anyway, so nothing new is granted); raw HTML becomes its text.
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
@@ -43,7 +43,7 @@ def safe_url(url: str) -> bool:
     if url.lower().startswith(("http://", "https://")):
         return not any(ord(c) < 33 for c in url)
     plain = "".join(c for c in unquote(url) if ord(c) > 32)
-    return bool(plain) and not plain.startswith(("//", "\\", "/\\")) and ":" not in re.split(r"[/?#]", plain, 1)[0]
+    return bool(plain) and not plain.startswith(("//", "\\", "/\\")) and ":" not in re.split(r"[/?#]", plain, maxsplit=1)[0]
 
 
 def link(label_md: str, url: str) -> str:

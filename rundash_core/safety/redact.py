@@ -38,11 +38,26 @@ from __future__ import annotations
 
 import re
 
-from rundash_core.safety.secret_shapes import (AMBIGUOUS, CMD_PASSWORD, HEX40, PEM_BEGIN, PEM_END, PLAIN, SECRET, SHAPE_PREFIXES,
-                            VALUE_SHAPE, aws_shaped, is_commitish_name, literal_trie, looks_credential, name_words)
-from rundash_core.safety.secret_shapes import is_secret_name, name_kind  # noqa: F401 (API)
-from rundash_core.safety.secret_blocks import bracket_end, toml_table, yaml_block
 from rundash_core.safety import reader_view
+from rundash_core.safety.secret_blocks import bracket_end, toml_table, yaml_block
+from rundash_core.safety.secret_shapes import (  # noqa: F401 (API)
+    AMBIGUOUS,
+    CMD_PASSWORD,
+    HEX40,
+    PEM_BEGIN,
+    PEM_END,
+    PLAIN,
+    SECRET,
+    SHAPE_PREFIXES,
+    VALUE_SHAPE,
+    aws_shaped,
+    is_commitish_name,
+    is_secret_name,
+    literal_trie,
+    looks_credential,
+    name_kind,
+    name_words,
+)
 
 HIDDEN = "[hidden]"
 

@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rundash_core import settings
-from rundash_core.serve import guided
-from rundash_core.serve import instances
-from rundash_core.safety.importer import max_bytes
 from rundash_core.io.files import env_roots, is_within
+from rundash_core.safety.importer import max_bytes
+from rundash_core.serve import guided, instances
 
 HEALTH_TIMEOUT_S = 60
 DEFAULT_HOST = "127.0.0.1"  # run data stays private until someone chooses --host 0.0.0.0

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from rundash_core.charts.aliases import KeyCandidate
 from rundash_core.charts.sections import SectionSpecs

@@ -17,14 +17,14 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 
 from rundash_core.discover import scan
-from rundash_core.views.runs_table import filter_runs
-from rundash_core.sources import open_run
 from rundash_core.safety.user_regex import UserPattern
+from rundash_core.sources import open_run
 from rundash_core.tui.highlight import Doc
 from rundash_core.tui.panes import LogsPane, MetricsPane
 from rundash_core.tui.richtext import to_text
 from rundash_core.tui.samples import SamplesPane
 from rundash_core.tui.views import card_doc, failure, run_rows
+from rundash_core.views.runs_table import filter_runs
 
 REFRESH_S = 10.0  # the runs list, the open card and a running run's open tab are re-read this often
 LAYOUT = """

@@ -114,11 +114,11 @@ class Doc:
     def __len__(self) -> int:
         return self._len
 
-    def add(self, text: str, style: str | None = None) -> "Doc":
+    def add(self, text: str, style: str | None = None) -> Doc:
         """Append `text` (escapes removed) in `style`."""
         return self._append(clean(text), style)
 
-    def _append(self, text: str, style: str | None = None) -> "Doc":
+    def _append(self, text: str, style: str | None = None) -> Doc:
         start = self._len
         self._parts.append(text)
         self._len += len(text)
@@ -126,10 +126,10 @@ class Doc:
             self.spans.append((start, self._len, style))
         return self
 
-    def line(self, text: str = "", style: str | None = None) -> "Doc":
+    def line(self, text: str = "", style: str | None = None) -> Doc:
         return self.add(text, style).add("\n")
 
-    def add_run_text(self, text: str, *, mask: UserPattern | None = None, response: bool = False) -> "Doc":
+    def add_run_text(self, text: str, *, mask: UserPattern | None = None, response: bool = False) -> Doc:
         """Text from a run: masked, cut at MAX_FIELD_CHARS (saying so), highlighted."""
         text = clean(mask_text(text or "", mask))
         cut = len(text) - MAX_FIELD_CHARS
@@ -142,13 +142,13 @@ class Doc:
             self.add(f"\n… {cut:,} more characters not shown", "muted")
         return self
 
-    def append(self, other: "Doc") -> "Doc":
+    def append(self, other: Doc) -> Doc:
         """`other`'s text and spans after this one's."""
         start = self._len
         self.spans += [(a + start, b + start, style) for a, b, style in other.spans]
         return self._append(other.text)
 
-    def mark(self, query: str | None) -> "Doc":
+    def mark(self, query: str | None) -> Doc:
         """Mark the search matches, on top of every other style."""
         self.spans += search_spans(self.text, query)
         return self

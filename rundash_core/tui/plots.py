@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rundash_core.charts.sections import sections_for
-from rundash_core.charts.series import SeriesIndex, X_STEP
+from rundash_core.charts.series import X_STEP, SeriesIndex
 from rundash_core.numbers import floats
 
 BARS = "▁▂▃▄▅▆▇█"

@@ -10,11 +10,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, Select, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
-from rundash_core.views import trajectory as tj
 from rundash_core.safety.user_regex import UserPattern
 from rundash_core.tui.highlight import Doc
 from rundash_core.tui.richtext import to_text
 from rundash_core.tui.views import FIELDS, failure, sample_doc, sample_label
+from rundash_core.views import trajectory as tj
 
 ALL = "all"
 # the sorts the Relax viewer offers: by reward or response length, each way

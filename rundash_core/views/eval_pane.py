@@ -17,9 +17,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from rundash_core import cache, frames
+from rundash_core.charts.figures import PALETTE, plotly_text
 from rundash_core.io.files import describe_unreadable, file_id, read_range
 from rundash_core.run import Problem
-from rundash_core.charts.figures import PALETTE, plotly_text
 
 EVAL_PLAN = frames.EVAL_PLAN
 TIMING_PHASES = ("setup", "agent/model", "agent/harness", "scoring", "finalize")

@@ -19,8 +19,8 @@ from urllib.parse import quote, urlencode
 import pandas as pd
 
 from rundash_core import cache, frames
-from rundash_core.safety import inert_markdown
 from rundash_core.io.files import file_id, read_text
+from rundash_core.safety import inert_markdown
 
 FOLDER = "reports"
 MAX_BYTES = 2 << 20

@@ -13,10 +13,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from rundash_core import episode_ids
-from rundash_core.sources.swe_lego_rl import failure_modes as fm
-from rundash_core.views import validation as val
 from rundash_core.charts.figures import DASHES, PALETTE, plotly_text
 from rundash_core.charts.gaps import STEP_GAP, break_before
+from rundash_core.sources.swe_lego_rl import failure_modes as fm
+from rundash_core.views import validation as val
 
 AMBER = "#E8A33D"
 GREEN = "#59A14F"

@@ -14,10 +14,11 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import rundash_core as rd  # noqa: E402
-from rundash_core import cache  # noqa: E402
-from benchmarks import metrics, metrics_data as md  # noqa: E402
+from benchmarks import metrics  # noqa: E402
+from benchmarks import metrics_data as md
 from benchmarks.__main__ import main  # noqa: E402
 from benchmarks.common import cpu_note, format_table, run_one, timed  # noqa: E402
+from rundash_core import cache  # noqa: E402
 
 TINY = md.Spec(steps=40, keys=80, mix_steps=5)  # keys=80: the trainer has per-env keys
 

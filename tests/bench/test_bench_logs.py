@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 
-from rundash_core.logs import line as logtext
 from benchmarks import logs as bench
 from benchmarks.__main__ import main
+from rundash_core.logs import line as logtext
 
 
 def test_written_logs_are_real_lines(tmp_path):

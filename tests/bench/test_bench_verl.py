@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import DATA
 from benchmarks import verl as bench
 from benchmarks.__main__ import main
 from rundash_core.sources.verl.metric_log import VerlLogTail
+
+from helpers import DATA
 
 SAMPLES = DATA / "verl"
 

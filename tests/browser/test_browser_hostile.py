@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 import rundash_core as rd
+
 from helpers import NEW_METRICS, NEW_RUN, copy_run
 from helpers.browser import serve_app
 from helpers.hostile import hostile_tree

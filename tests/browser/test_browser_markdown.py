@@ -12,8 +12,9 @@ import pytest
 from playwright.sync_api import expect
 
 import rundash_core as rd
-from helpers.ai_server import ChatServer
+
 from helpers import NEW_RUN, copy_run
+from helpers.ai_server import ChatServer
 from helpers.hostile import HOSTILE_MARKDOWN
 from helpers.serving import launched_rundash
 

@@ -20,14 +20,14 @@ from urllib.parse import urlencode
 import pandas as pd
 import pytest
 
-from helpers import app_pages, REPO
-from helpers.planted_finder import leaked, text_of
-from helpers.planted_runs import MARK, plant
-from helpers.secret_corpus import SPELLINGS
-
 import rundash_core as rd
 from rundash_core import cache
 from rundash_core.views.display_text import md_escape
+
+from helpers import REPO, app_pages
+from helpers.planted_finder import leaked, text_of
+from helpers.planted_runs import MARK, plant
+from helpers.secret_corpus import SPELLINGS
 
 ROOT = REPO
 SURFACES = ("API", "pages", "browser", "terminal view", "CLI", "AI context", "downloads")

@@ -14,7 +14,7 @@ CONTEXT_ERROR = "This model's maximum context length is 8192 tokens. However, yo
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "ChatServer"
+    server: ChatServer
 
     def log_message(self, *args) -> None:  # keep the test output clean
         pass
@@ -80,7 +80,7 @@ class ChatServer(ThreadingHTTPServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
-    def __enter__(self) -> "ChatServer":
+    def __enter__(self) -> ChatServer:
         self.thread.start()
         return self
 

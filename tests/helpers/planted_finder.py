@@ -9,9 +9,9 @@ import json
 
 import pandas as pd
 
-from helpers.secret_corpus import SPELLINGS
-
 from rundash_core.views.display_text import md_escape
+
+from helpers.secret_corpus import SPELLINGS
 
 
 def _forms(secret: str) -> list[bytes]:

@@ -13,16 +13,17 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import NEW_METRICS, NEW_RUN, copy_run, open_page
-from helpers.pages import plotly_values
-from rundash_core.views import eval_pane as ep
-from rundash_core.views import validation as val
-from rundash_core.views import validation_charts as vc
 from rundash_core.charts.downsample import MAX_POINTS
 from rundash_core.charts.figures import ChartOptions
 from rundash_core.charts.series import X_STEP, X_TIME, SeriesIndex, series_index
 from rundash_core.charts.view import band_chart, compare_chart, compare_indexes, panel_chart
 from rundash_core.compare import group_band
+from rundash_core.views import eval_pane as ep
+from rundash_core.views import validation as val
+from rundash_core.views import validation_charts as vc
+
+from helpers import NEW_METRICS, NEW_RUN, copy_run, open_page
+from helpers.pages import plotly_values
 
 
 def _spec(fig) -> dict:

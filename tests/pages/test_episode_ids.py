@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, open_page
 from rundash_core import episode_ids, frames
+
+from helpers import DATA, open_page
 
 TRACES_RUN = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 LEGO_LOG = DATA / "lego" / "logs" / "qwen3-8b-swegym-gspo-async-r1.log"

@@ -7,7 +7,8 @@ import os
 import pytest
 
 import rundash_core as rd
-from helpers import NEW_METRICS, NEW_RUN, copy_run, DATA, REPO
+
+from helpers import DATA, NEW_METRICS, NEW_RUN, REPO, copy_run
 from helpers.hostile import hostile_tree
 
 
@@ -57,8 +58,8 @@ def test_a_huge_step_costs_that_row_only(hostile):
 
 
 def test_a_line_of_two_million_keys_is_not_two_million_metrics(tmp_path, monkeypatch):
-    from rundash_core.metrics import store as metricstore
     from rundash_core.io import jsonl
+    from rundash_core.metrics import store as metricstore
 
     run_dir = copy_run(NEW_RUN, tmp_path)
     with open(run_dir / NEW_METRICS, "a") as fh:
@@ -77,8 +78,9 @@ def test_a_line_of_two_million_keys_is_not_two_million_metrics(tmp_path, monkeyp
 def test_an_unforeseen_reader_failure_is_a_message_naming_the_run(monkeypatch, demo_runs):
     """Any exception while a page renders becomes a message naming the run, never Streamlit's
     error page; error details stay hidden from browsers (.streamlit/config.toml)."""
-    from helpers import open_page
     from rundash_core.sources.prime_rl.run import PrimeRLRun
+
+    from helpers import open_page
 
     folder, runs = demo_runs
     run_id = runs[runs["kind"] == "prime-rl"]["run_id"].iloc[0]

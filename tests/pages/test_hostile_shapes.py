@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, app_pages, copy_run, open_page
-from helpers.serving import in_child_as
 from rundash_core import ai
 from rundash_core.io.files import set_roots
 from rundash_core.views.display_text import md_escape
+
+from helpers import DATA, app_pages, copy_run, open_page
+from helpers.serving import in_child_as
 
 PRIME = DATA / "prime-rl" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 TRACES = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"

@@ -4,22 +4,41 @@ panel, legends below the axis, distinct line styles) and tables that say only wh
 real SWE-Lego-RL log in tests/data, the built-in demo and hand-made data of the same shapes."""
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
 
 import rundash_core as rd
+from rundash_core.charts.figures import (
+    AXIS_BELOW,
+    DASHES,
+    LEGEND_ROW,
+    PALETTE,
+    PLOT_HEIGHT,
+    ChartOptions,
+    build_chart,
+    legend_names,
+    legend_rows,
+    style_of,
+    unique_styles,
+)
+from rundash_core.charts.sections import Panel, sections_for, split_by_unit
+from rundash_core.charts.series import X_STEP, Series, SeriesIndex, series_index
+from rundash_core.charts.units import unit_of
+from rundash_core.charts.view import (
+    compare_chart,
+    matched_keys,
+    panel_chart,
+    panel_charts,
+    scale_label,
+    section_charts,
+    split_by_magnitude,
+    typical_size,
+)
+from rundash_core.views.display_text import is_absent, short_labels, shorten, table_height, text_or
+
 from helpers import DATA, open_page
 from helpers.pages import figures
-from rundash_core.charts.figures import (AXIS_BELOW, DASHES, LEGEND_ROW, PALETTE, PLOT_HEIGHT, ChartOptions,
-                                         build_chart, legend_names, legend_rows, style_of, unique_styles)
-from rundash_core.charts.sections import Panel, sections_for, split_by_unit
-from rundash_core.charts.units import unit_of
-from rundash_core.charts.series import X_STEP, Series, SeriesIndex, series_index
-from rundash_core.charts.view import (compare_chart, matched_keys, panel_chart, panel_charts, scale_label,
-                                      section_charts, split_by_magnitude, typical_size)
-from rundash_core.views.display_text import is_absent, short_labels, shorten, table_height, text_or
 
 LEGO = DATA / "lego" / "logs" / "qwen3-8b-swegym-gspo-async-r1.log"  # a real async SWE-Lego-RL log
 AGENT_LOOP = "timing_s/agent_loop"

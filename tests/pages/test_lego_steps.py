@@ -11,10 +11,11 @@ import numpy as np
 import pandas as pd
 
 import rundash_core as rd
-from helpers import DATA, copy_run, open_page
+from rundash_core.sources.swe_lego_rl import harbor_steps
 from rundash_core.views import rollouts as ro
 from rundash_core.views import trajectory as tj
-from rundash_core.sources.swe_lego_rl import harbor_steps
+
+from helpers import DATA, copy_run, open_page
 from helpers.pages import charts_by_title, plotly_values
 
 EXP = "qwen3-8b-swegym-gspo-async-r1"
@@ -180,6 +181,7 @@ def test_the_terminal_view_picks_samples_on_the_same_axis():
     from textual.widgets import Select
 
     from rundash_core.tui.app import RundashApp
+
     from helpers.tui import open_tab, run_app
 
     async def script(app, pilot):

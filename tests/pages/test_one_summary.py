@@ -1,9 +1,10 @@
 """One summary of a run (`Run.overview()`): every surface shows the same name, step, max steps,
 status, duration, created, updated, model and resumes: the runs list frame, `rundash status
 --json`, the terminal card (`card_doc`), Compare's runs table and the web card (the Overview page
-through AppTest, read back as a reader sees it), over every demo run and every run under tests/data. Plus what the summary now reads from the whole verl log (its pass, appended bytes
-only): a duration and an estimated `updated` for a log stamped only at its head, and verl's resume
-prints (`Resuming from …/global_step_N`).
+through AppTest, read back as a reader sees it), over every demo run and every run under tests/data.
+Plus what the summary now reads from the whole verl log (its pass, appended bytes only): a duration and
+an estimated `updated` for a log stamped only at its head, and verl's resume prints (`Resuming from
+…/global_step_N`).
 
 `python tests/pages/test_one_summary.py [DIR ...]` prints the surface × field table (default: tests/data
 and ../shared/samples)."""
@@ -21,12 +22,12 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from rundash_core.serve.cli_status import status_dict
 from rundash_core.compare import runs_summary
-from rundash_core.sources.verl import whole_pass as verl_pass
-from rundash_core.views.display_text import format_duration, format_time, step_headline, text_or
 from rundash_core.run import resumes_text
+from rundash_core.serve.cli_status import status_dict
+from rundash_core.sources.verl import whole_pass as verl_pass
 from rundash_core.tui.views import card_doc
+from rundash_core.views.display_text import format_duration, format_time, step_headline, text_or
 
 from helpers import DATA, REPO
 

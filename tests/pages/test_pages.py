@@ -11,10 +11,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
-from helpers import app_pages, open_page, DATA, REPO
 from rundash_core import cache
 from rundash_core.views.config_search import compile_search, prune
 from rundash_core.views.display_text import format_time, md_escape
+
+from helpers import DATA, REPO, app_pages, open_page
 
 ROOT = REPO
 PAGES = app_pages()
@@ -165,7 +166,7 @@ def test_pages_never_write_inside_run_dirs(monkeypatch, runs_dir):
                 out[p] = (st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode))
         return out
 
-    for dirpath, dirnames, filenames in os.walk(runs_dir):
+    for dirpath, _dirnames, filenames in os.walk(runs_dir):
         for name in filenames:
             os.chmod(os.path.join(dirpath, name), 0o444)
         os.chmod(dirpath, 0o555)
@@ -179,7 +180,7 @@ def test_pages_never_write_inside_run_dirs(monkeypatch, runs_dir):
                 assert not at.exception, (run_id, page)
         assert snapshot() == before
     finally:
-        for dirpath, dirnames, filenames in os.walk(runs_dir):
+        for dirpath, _dirnames, _filenames in os.walk(runs_dir):
             os.chmod(dirpath, 0o755)
 
 

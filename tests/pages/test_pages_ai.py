@@ -7,9 +7,10 @@ import logging
 
 import pytest
 
-from helpers.ai_server import ChatServer, dead_base_url
-from helpers import open_page
 from rundash_core import ai
+
+from helpers import open_page
+from helpers.ai_server import ChatServer, dead_base_url
 
 PAGE = "pages/ai_analysis.py"
 KEY = "sk-page-SECRET-77c1d0"

@@ -8,11 +8,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
-from helpers import open_page
-from helpers.pages import charts_by_title, legend_lines
 from rundash_core.compare import config_diff, default_runs
 from rundash_core.views.display_text import md_code, table_height
 
+from helpers import open_page
+from helpers.pages import charts_by_title, legend_lines
 
 
 def compare_page(monkeypatch, folder, runs: list[str], **query) -> AppTest:

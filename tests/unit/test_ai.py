@@ -7,8 +7,9 @@ import logging
 import pytest
 
 import rundash_core as rd
-from helpers.ai_server import ChatServer, dead_base_url
 from rundash_core import ai
+
+from helpers.ai_server import ChatServer, dead_base_url
 
 KEY = "sk-test-NEVER-SHOWN-4f2a9c"
 

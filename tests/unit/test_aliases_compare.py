@@ -11,11 +11,20 @@ import pytest
 
 import rundash_core as rd
 from rundash_core.charts.aliases import ALIASES, alias_table, canonical_frame, resolve, resolve_sources
-from rundash_core.compare import (config_diff, config_value, default_runs, direction, flatten_config, group_band,
-                                  group_labels, metric_table, missing_configs, read_config)
+from rundash_core.compare import (
+    config_diff,
+    config_value,
+    default_runs,
+    direction,
+    flatten_config,
+    group_band,
+    group_labels,
+    metric_table,
+    missing_configs,
+    read_config,
+)
 
 from helpers import DATA
-
 
 
 def tidy(rows) -> pd.DataFrame:

@@ -7,8 +7,8 @@ import os
 import pytest
 
 import rundash_core as rd
-from helpers import (NEW_METRICS, NEW_RUN, OLD_RUN, assert_tidy_matches, copy_run, make_rl_run,
-                      reference_metrics, snapshot)
+
+from helpers import NEW_METRICS, NEW_RUN, OLD_RUN, assert_tidy_matches, copy_run, make_rl_run, reference_metrics, snapshot
 
 NAME = "bad-env--qwen3-0.6b--0000beef"
 

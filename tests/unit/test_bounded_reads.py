@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, NEW_RUN, copy_run, make_rl_run, REPO
+
+from helpers import DATA, NEW_RUN, REPO, copy_run, make_rl_run
 
 SPARSE = 100 << 30
 PEAK_MB = 600

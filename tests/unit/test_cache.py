@@ -1,9 +1,8 @@
 """The process-wide LRU cache: bounded by bytes, least recently used out first."""
 from __future__ import annotations
 
-import os
-
 import json
+import os
 
 import numpy as np
 
@@ -11,6 +10,7 @@ import rundash_core as rd
 from rundash_core import cache
 from rundash_core.cache import LRUCache
 from rundash_core.io.configs import load_config_file
+
 from helpers import NEW_METRICS, make_rl_run
 
 
@@ -158,7 +158,8 @@ def test_a_given_size_or_cache_size_skips_the_deep_walk(monkeypatch):
 
 def test_discovery_entry_estimates_track_the_deep_size():
     import glob
-    from rundash_core.sources.verl.overview import overview_inputs_size, overview_inputs
+
+    from rundash_core.sources.verl.overview import overview_inputs, overview_inputs_size
 
     logs = sorted(glob.glob("tests/data/verl/**/*.log", recursive=True))
     assert logs

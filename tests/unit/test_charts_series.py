@@ -1,9 +1,8 @@
 """Series cut from tidy frames and the figures built from them (rundash_core.charts.series/figures/view)."""
 from __future__ import annotations
 
-import os
-
 import io
+import os
 
 import numpy as np
 import pandas as pd
@@ -12,9 +11,9 @@ import pytest
 
 import rundash_core as rd
 from rundash_core.charts.figures import ChartOptions, plotly_text
+from rundash_core.charts.keytree import key_tree
 from rundash_core.charts.series import X_STEP, X_TIME, SeriesIndex, series_index
 from rundash_core.charts.view import key_groups, metric_charts, panel_chart, x_choices
-from rundash_core.charts.keytree import key_tree
 
 
 def tidy(rows) -> pd.DataFrame:
@@ -132,8 +131,9 @@ def test_titles_and_labels_from_data_are_not_markup():
 def test_series_index_follows_the_store_version(tmp_path):
     """The index is keyed by the run's store version: an append rebuilds it, a store made again
     (cache evicted) never serves an index of the old one."""
-    from helpers import NEW_METRICS, NEW_RUN, copy_run
     from rundash_core import cache
+
+    from helpers import NEW_METRICS, NEW_RUN, copy_run
 
     run = rd.open_run(copy_run(NEW_RUN, tmp_path))
     a = series_index(run)

@@ -7,11 +7,13 @@ import numpy as np
 import pandas as pd
 
 import rundash_core as rd
-from helpers import open_page, snapshot
 from rundash_core.health.checkin import checkin_markdown, run_checkin
 from rundash_core.health.checks import HEALTH_STATES, health, health_state
 from rundash_core.views.display_text import format_duration, md_code
+
+from helpers import open_page, snapshot
 from helpers.health import DT, T0, checkin_fields, noise, signals
+
 
 def test_entry_is_filled_from_frames_and_findings():
     grad = noise(100, 1.0, 0.05)
@@ -119,8 +121,8 @@ def _prime_eval(avg: list[float], pass1: list[float], pass2: list[float]):
 
 
 def test_eval_is_the_validation_headline_statistic_and_val_drop_reads_it():
-    from rundash_core.views import validation as val
     from rundash_core.health.checkin import eval_text
+    from rundash_core.views import validation as val
 
     frame = _prime_eval([0.5, 0.833333, 0.75], [0.5, 0.833333, 0.75], [0.75, 1.0, 1.0])
     s = signals({"optim/grad_norm": noise(20, 1.0)}, validation=frame)

@@ -12,13 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import NEW_RUN, OLD_RUN, copy_run, DATA
-from rundash_core.serve import cli
-from rundash_core.serve import guided
-from rundash_core.serve import instances
-from rundash_core.serve import launch
-from helpers.serving import free_port, launch_plan, stop_group
+from rundash_core.serve import cli, guided, instances, launch
 
+from helpers import DATA, NEW_RUN, OLD_RUN, copy_run
+from helpers.serving import free_port, launch_plan, stop_group
 
 
 @pytest.fixture(autouse=True)

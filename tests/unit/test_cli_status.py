@@ -10,9 +10,10 @@ import sys
 import pytest
 
 import rundash_core as rd
+from rundash_core.health.checks import AREAS, HEALTH_STATES, SEVERITIES, health_state
 from rundash_core.serve import cli
 from rundash_core.serve.cli_status import STATUS_SCHEMA
-from rundash_core.health.checks import AREAS, HEALTH_STATES, SEVERITIES, health_state
+
 from helpers.health import checkin_fields
 
 FINDING_KEYS = {"severity", "area", "rule", "metric", "step_start", "step_end", "message", "evidence"}

@@ -7,10 +7,10 @@ import os
 import pytest
 
 import rundash_core as rd
-from rundash_core.views.config_search import (MISSING, compile_search, filter_text, language_for, prune, render,
-                                     search_config)
-from rundash_core.views.runs_table import filter_runs
 from rundash_core.settings import allowed_roots, check_added_dir, startup_dirs
+from rundash_core.views.config_search import MISSING, compile_search, filter_text, language_for, prune, render, search_config
+from rundash_core.views.runs_table import filter_runs
+
 from helpers import NEW_RUN, OLD_RUN, copy_run
 from helpers.hostile import BIG_LINE
 

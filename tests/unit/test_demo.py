@@ -20,13 +20,25 @@ import pytest
 import rundash_core as rd
 from rundash_core import demo
 from rundash_core.demo.folder import MARKER
-from rundash_core.sources.swe_lego_rl import demo_run as lego_run
-from rundash_core.sources.relax import demo_run as relax_run
-from rundash_core.sources.verl import demo_dumps as verl_dumps
-from rundash_core.demo.runs import (LEGO_NAME, OTHER_RUNS, RELAX_NAME, RESUME_CRASH_STEP, RESUME_FROM, RUN_NAMES,
-                                    SFT_STEPS, VERL_CRASH_AFTER, VERL_LAST, VERL_NAME, VERL_RESUME_FROM, VERL_TEST_FREQ,
-                                    VERL_TOTAL)
+from rundash_core.demo.runs import (
+    LEGO_NAME,
+    OTHER_RUNS,
+    RELAX_NAME,
+    RESUME_CRASH_STEP,
+    RESUME_FROM,
+    RUN_NAMES,
+    SFT_STEPS,
+    VERL_CRASH_AFTER,
+    VERL_LAST,
+    VERL_NAME,
+    VERL_RESUME_FROM,
+    VERL_TEST_FREQ,
+    VERL_TOTAL,
+)
 from rundash_core.sources.prime_rl import run as prime_rl
+from rundash_core.sources.relax import demo_run as relax_run
+from rundash_core.sources.swe_lego_rl import demo_run as lego_run
+from rundash_core.sources.verl import demo_dumps as verl_dumps
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 LOGURU = re.compile(r"^(?P<time>\d{2}:\d{2}:\d{2}) +(?P<level>TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL) (?P<msg>.*)$")
@@ -541,7 +553,7 @@ def test_relax_dump_has_the_newest_rows_and_the_reader_reads_every_step(folder):
         for r in rows:
             by_ds.setdefault(r["dataset"], []).append(r)
         assert sorted(by_ds) == ["aime24", "gpqa_diamond"]
-        for ds, mine in by_ds.items():
+        for _ds, mine in by_ds.items():
             assert [r["sample_index"] for r in mine] == list(range(len(mine)))  # restarts per dataset
         assert all(isinstance(r["reward"], dict) and set(r["reward"]) == {"score", "acc", "pred"}
                    for r in by_ds["gpqa_diamond"])

@@ -10,8 +10,20 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import (NEW_METRICS, NEW_NAME, NEW_RUN, OLD_METRICS, OLD_NAME, OLD_RUN, copy_run, make_rl_run, DATA,
-                      reference_file, set_all_mtimes)
+
+from helpers import (
+    DATA,
+    NEW_METRICS,
+    NEW_NAME,
+    NEW_RUN,
+    OLD_METRICS,
+    OLD_NAME,
+    OLD_RUN,
+    copy_run,
+    make_rl_run,
+    reference_file,
+    set_all_mtimes,
+)
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated", "model", "attempts"]
 

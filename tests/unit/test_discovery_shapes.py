@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
-from helpers import make_rl_run, DATA
 from rundash_core.io import configs as configs_mod
 from rundash_core.io import files
+
+from helpers import DATA, make_rl_run
 
 scan = importlib.import_module("rundash_core.discover").scan  # `rd.discover` is the function
 VERL_LOG = DATA / "verl" / "dq_math.log"

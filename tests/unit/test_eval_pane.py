@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, NEW_NAME, NEW_RUN, copy_run
 from rundash_core.views import eval_pane as ep
+
+from helpers import DATA, NEW_NAME, NEW_RUN, copy_run
 
 
 @pytest.fixture

@@ -16,11 +16,12 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import NEW_RUN, REPO, copy_run, open_page
 from rundash_core import sources
 from rundash_core.charts.aliases import canonical_frame, literal_keys
 from rundash_core.charts.sections import covered_keys, panel, sections_for
 from rundash_core.run import Overview, Run, utc
+
+from helpers import NEW_RUN, REPO, copy_run, open_page
 from helpers.pages import charts_by_title, figures, legend_lines, plotly_values, section_labels
 
 KIND = "mytrainer"

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
-from helpers import copy_run
-from rundash_core.sources.swe_lego_rl import failure_modes as fm
 from rundash_core import frames
+from rundash_core.sources.swe_lego_rl import failure_modes as fm
 from rundash_core.views import validation_charts as vc
-from helpers.lego_validation import EXP, VAL_DATA, VAL_LOG, VAL_TRIALS, ref_cohort, ref_first_copies, trial_reward
 
+from helpers import copy_run
+from helpers.lego_validation import EXP, VAL_DATA, VAL_LOG, VAL_TRIALS, ref_cohort, ref_first_copies, trial_reward
 
 SDK_LOG = """Action: FileEditorAction
 

@@ -14,15 +14,14 @@ from tokenizers import Tokenizer
 import rundash_core as rd
 from rundash_core import frames
 from rundash_core.safety import gate
-from rundash_core.views import tokens as tk
 from rundash_core.safety.redact import HIDDEN
 from rundash_core.tui.views import logs_doc
+from rundash_core.views import tokens as tk
 
+from helpers import DATA
 from helpers.planted_runs import plant
 from helpers.secret_corpus import SPELLINGS
 from helpers.tokens import deepseek_tokenizer_json
-
-from helpers import DATA
 
 EPISODES = 24  # episodes opened per run: the first two of each step (planted: the first record of each file)
 RUNS = ["prime-rl", "verl", "verl #2", "swe-lego-rl", "relax"]  # (verl #2: configured by its command line)

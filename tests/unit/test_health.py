@@ -9,11 +9,13 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import DATA
-from helpers.health import DT, T0, noise, signals, tidy
 from rundash_core import frames
 from rundash_core.health.checks import Signals, Thresholds, health, health_state
 from rundash_core.run import Overview
+
+from helpers import DATA
+from helpers.health import DT, T0, noise, signals, tidy
+
 
 def rules(s: Signals, **kw) -> dict[str, list]:
     out: dict[str, list] = {}

@@ -10,10 +10,11 @@ import time
 import pytest
 
 import rundash_core as rd
-from helpers import DATA
-from rundash_core.views import validation as val
 from rundash_core.health.checkin import eval_text, run_checkin
 from rundash_core.health.checks import Signals, health, health_state
+from rundash_core.views import validation as val
+
+from helpers import DATA
 from helpers.health import checkin_fields
 
 VERL, PUBLIC = DATA / "verl", DATA / "verl-public"

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
-from helpers import NEW_RUN, OLD_RUN, copy_run, REPO
-from rundash_core.safety import importer
 from rundash_core.io import files
+from rundash_core.safety import importer
+
+from helpers import NEW_RUN, OLD_RUN, REPO, copy_run
 
 APP = REPO / "app.py"
 

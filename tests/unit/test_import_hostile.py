@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import NEW_RUN, copy_run, REPO
 from rundash_core.safety import importer
+
+from helpers import NEW_RUN, REPO, copy_run
 
 APP = REPO / "app.py"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import os
 
-
 from rundash_core.io.jsonl import JsonlTail, LineProblems, parse_jsonl_bytes
+
 from helpers import parse_row_bytes, write_lines
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from rundash_core.serve import instances
+
 from helpers import NEW_RUN, copy_run
 from helpers.serving import free_port, launcher_env, stop_group
-from rundash_core.serve import instances
 
 
 class Launcher:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from rundash_core.serve import instances, launch
+
 from helpers import NEW_RUN, copy_run
-from rundash_core.serve import instances
-from rundash_core.serve import launch
 from helpers.serving import free_port, in_child_as, launch_plan, stop_group
 
 

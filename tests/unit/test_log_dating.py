@@ -3,8 +3,8 @@ times estimated for lines without a stamp of their own, on the real prime-rl and
 from __future__ import annotations
 
 import math
-import re
 import os
+import re
 import shutil
 import time
 

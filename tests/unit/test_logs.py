@@ -12,12 +12,12 @@ import pytest
 import rundash_core as rd
 from benchmarks.common import counted_reads
 from rundash_core import frames
-from rundash_core.logs import reading as logs
 from rundash_core.logs import line as logtext
+from rundash_core.logs import reading as logs
 from rundash_core.logs import view as logview
 from rundash_core.safety.gate import gated
-from rundash_core.views.display_text import abbrev_count
 from rundash_core.safety.user_regex import compile_user_pattern
+from rundash_core.views.display_text import abbrev_count
 
 from helpers import DATA, NEW_RUN, copy_run, make_rl_run
 

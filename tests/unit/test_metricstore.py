@@ -9,9 +9,8 @@ import numpy as np
 
 import rundash_core as rd
 from rundash_core.metrics.store import MetricStore
+
 from helpers import NEW_METRICS, NEW_RUN, assert_tidy_matches, reference_file, reference_metrics, write_lines
-
-
 
 
 def store_for(path) -> MetricStore:

@@ -3,17 +3,28 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
-import time
 import shutil
+import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import (copy_run, NEW_METRICS, NEW_RUN, OLD_METRICS, OLD_RUN, assert_tidy_matches,
-                      make_rl_run, reference_file, set_all_mtimes, write_lines)
+
+from helpers import (
+    NEW_METRICS,
+    NEW_RUN,
+    OLD_METRICS,
+    OLD_RUN,
+    assert_tidy_matches,
+    copy_run,
+    make_rl_run,
+    reference_file,
+    set_all_mtimes,
+    write_lines,
+)
 
 
 # Metrics on the samples ---------------------------------------------------------------------------

@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, copy_run
 from rundash_core import frames
 from rundash_core.sources.prime_rl import live
+
+from helpers import DATA, copy_run
 
 SRC = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 LIVE = DATA / "prime-rl-live" / "live"
@@ -163,6 +164,7 @@ def test_a_live_file_is_followed_from_where_the_last_read_ended(run_dir):
     append is read from the last read's end, a torn last line waits, a rewritten file is read
     again whole, and a bad line is named by `live_problems` while its file is there."""
     import os
+
     from rundash_core import cache
     path = run_dir / "monitors" / "file" / "traces" / "live" / f"{TRACE}.jsonl"
     good = path.read_bytes()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
+
 from helpers import NEW_METRICS, assert_tidy_matches, reference_file, set_all_mtimes
 
 RESOLVED = "configs/attempt_2/resolved"

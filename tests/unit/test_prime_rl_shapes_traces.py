@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
+
 from helpers import DATA, copy_run
 
 TRACES_RUN = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"

@@ -22,6 +22,7 @@ from rundash_core.metrics.store import MetricStore
 
 from helpers.shapes import ALWAYS, NEVER, Reads, append, append_in_pieces
 
+
 class Follower:
     """What a consumer builds from a ByteTail: its lines, rebuilt on reset, a redone line replaced."""
 

@@ -6,11 +6,12 @@ import random
 
 import pytest
 
+import rundash_core as rd
 from rundash_core.frames import line_locator
 from rundash_core.io import bytetail
 from rundash_core.io.jsonl import read_located_object
-import rundash_core as rd
 from rundash_core.sources.verl.metric_log import CUT_MORE, CUT_NAMED, VerlLogTail
+
 from helpers import listed_step, write_file
 from helpers.shapes import ALWAYS, NEVER, Reads, append, append_in_pieces
 

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from rundash_core.views.config_search import compile_search, search_config
 from rundash_core.safety.redact import HIDDEN, is_secret_name, redact, redact_text
-from helpers.secret_corpus import times_floor, word_pass
+from rundash_core.views.config_search import compile_search, search_config
 
 from helpers import DATA
+from helpers.secret_corpus import times_floor, word_pass
 
 SECRET = "abcdef0123456789SECRET"
 WANDB = "0123456789abcdef0123456789abcdef01234567"  # 40 hex: the shape of a W&B API key (or a git commit)

@@ -18,11 +18,12 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, NEW_RUN, OLD_RUN, copy_run, parse_row_bytes, set_all_mtimes, snapshot, write_lines
 from rundash_core import cache
 from rundash_core.metrics.block import TidyLog
-from rundash_core.sources.relax import run as relax
 from rundash_core.sources.relax import rollout_file as relax_file
+from rundash_core.sources.relax import run as relax
+
+from helpers import DATA, NEW_RUN, OLD_RUN, copy_run, parse_row_bytes, set_all_mtimes, snapshot, write_lines
 
 RELAX_NAME = "relax-run"
 RELAX_RUN = DATA / "relax" / RELAX_NAME
@@ -194,7 +195,7 @@ def test_metrics_wide(save):
     assert list(wide.columns[:2]) == ["step", "time"] and wide["step"].dtype == "Int64"
     assert list(wide["step"]) == [0, 1, 2, 3, 4]
     assert set(wide.columns[2:]) == set(map(str, tidy["metric"].unique()))
-    for step, t, metric, value in zip(tidy["step"], tidy["time"], tidy["metric"], tidy["value"]):
+    for step, _t, metric, value in zip(tidy["step"], tidy["time"], tidy["metric"], tidy["value"]):
         assert wide.loc[wide["step"] == step, str(metric)].item() == value
     eval_only = run.metrics_wide(producer="eval")
     assert list(eval_only["step"]) == [0, 2, 4] and all(c.startswith("eval/") for c in eval_only.columns[2:])

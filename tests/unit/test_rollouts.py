@@ -10,6 +10,7 @@ import pytest
 import rundash_core as rd
 from rundash_core import frames
 from rundash_core.views import rollouts as ro
+
 from helpers import DATA, open_page
 from helpers.pages import charts_by_title, plotly_values
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
-from helpers import NEW_METRICS, NEW_RUN, copy_run, DATA
 from rundash_core.io import files
 from rundash_core.settings import check_added_dir
+
+from helpers import DATA, NEW_METRICS, NEW_RUN, copy_run
 
 SECRET = "TOP-SECRET-OUTSIDE"
 
@@ -104,7 +105,7 @@ def test_a_link_swapped_after_discovery_is_caught_at_open_time(roots):
     run = rd.open_run(run_dir)
     before = run.configs()
     assert before
-    (outside / "evil.json").write_text('{"stolen": "%s"}' % SECRET)
+    (outside / "evil.json").write_text(f'{{"stolen": "{SECRET}"}}')
     target = run_dir / "configs" / "attempt_2" / "resolved" / "orchestrator.json"
     os.remove(target)
     os.symlink(outside / "evil.json", target)  # swapped between two reads

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from rundash_core.safety.redact import HIDDEN, redact, redact_text
+
 from helpers.secret_corpus import SPELLINGS, by_syntax, times_floor, word_pass
 
 IDS = [f"{i}-{s.family}-{s.syntax}" for i, s in enumerate(SPELLINGS)]

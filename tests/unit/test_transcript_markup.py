@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 import json
 
-from rundash_core.views import transcript_markup as tm
 from rundash_core.safety.user_regex import compile_user_pattern
+from rundash_core.views import transcript_markup as tm
 
 from helpers import DATA
 

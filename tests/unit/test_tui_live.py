@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common import counted_reads
+
 from helpers import DATA, NEW_RUN, copy_run, set_all_mtimes, write_lines
 
 textual = pytest.importorskip("textual")
@@ -22,7 +23,10 @@ from textual.widgets import DataTable, Input, Select, SelectionList  # noqa: E40
 from rundash_core.tui import app as tui_app  # noqa: E402
 from rundash_core.tui import panes  # noqa: E402
 from rundash_core.tui.app import RundashApp, RunScreen  # noqa: E402
-from helpers.tui import open_tab, run_app as run_app_sized, shown as text_of  # noqa: E402
+
+from helpers.tui import open_tab  # noqa: E402
+from helpers.tui import run_app as run_app_sized
+from helpers.tui import shown as text_of
 
 SIZE = (150, 50)
 

@@ -14,11 +14,10 @@ import rundash_core as rd
 from rundash_core import frames
 from rundash_core.charts.series import series_index
 from rundash_core.tui import highlight as hl
+from rundash_core.tui.plots import BARS, column_plot, format_value, metric_rows, sparkline
+from rundash_core.tui.views import card_doc, filter_log_lines, log_levels, logs_doc, run_rows, sample_doc, split_transcript
 
 from helpers.tui import log_frame
-from rundash_core.tui.plots import BARS, column_plot, format_value, metric_rows, sparkline
-from rundash_core.tui.views import (card_doc, filter_log_lines, log_levels, logs_doc, run_rows, sample_doc,
-                                    split_transcript)
 
 
 def styled(doc_or_text, spans, style):

@@ -7,9 +7,8 @@ import time
 
 import pytest
 
+from rundash_core.safety.user_regex import MAX_INPUT_CHARS, MAX_PATTERN_CHARS, NOTHING, compile_user_pattern, filter_names
 from rundash_core.views.config_search import compile_search, search_config
-from rundash_core.safety.user_regex import (MAX_INPUT_CHARS, MAX_PATTERN_CHARS, NOTHING, compile_user_pattern,
-                                     filter_names)
 
 
 def best_time(fn, reps: int = 20, rounds: int = 3) -> float:

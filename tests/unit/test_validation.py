@@ -16,11 +16,12 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
-from helpers import DATA, NEW_RUN, copy_run
-from helpers.lego_validation import EXP, VAL_DATA, VAL_LOG, VAL_TRIALS, ref_cohort, ref_first_copies, trial_reward
 from rundash_core import frames
 from rundash_core.views import validation as val
 from rundash_core.views import validation_charts as vc
+
+from helpers import DATA, NEW_RUN, copy_run
+from helpers.lego_validation import EXP, VAL_DATA, VAL_LOG, VAL_TRIALS, ref_cohort, ref_first_copies, trial_reward
 
 FULL_LOG = DATA / "lego-full" / "logs" / f"{EXP}.log"
 DQ_MATH = DATA / "verl" / "dq_math.log"

@@ -20,13 +20,14 @@ import pandas as pd
 import pytest
 
 import rundash_core as rd
+from rundash_core import cache
+from rundash_core.sources import detect
+from rundash_core.sources.verl import block_parse
+from rundash_core.sources.verl import run as verl
+from rundash_core.sources.verl.metric_log import VerlLogTail
+
 from helpers import MONTH_AGO, set_all_mtimes, write_file
 from helpers.verl import DQ, EH, SFT, VERL, ref_lines, ref_merged, tidy_map
-from rundash_core import cache
-from rundash_core.sources.verl import block_parse
-from rundash_core.sources.verl.metric_log import VerlLogTail
-from rundash_core.sources import detect
-from rundash_core.sources.verl import run as verl
 
 LEGO = VERL / "lego" / "logs" / "qwen3-8b-swegym-gspo-async-r1.log"
 

@@ -14,9 +14,9 @@ import pytest
 
 import rundash_core as rd
 from rundash_core.sources.verl import ends as verl_ends
-from rundash_core.sources.verl.overrides import HEAD_BYTES, head_config, parse_value
-from rundash_core.sources.verl.config_text import read_print, recover, tolerant
 from rundash_core.sources.verl import overview as verl_overview
+from rundash_core.sources.verl.config_text import read_print, recover, tolerant
+from rundash_core.sources.verl.overrides import HEAD_BYTES, head_config, parse_value
 
 from helpers import DATA, write_file
 

@@ -10,7 +10,6 @@ import random
 from itertools import pairwise
 
 import pytest
-from helpers import DATA
 
 from rundash_core.sources.verl import ends as verl_ends
 from rundash_core.sources.verl.block_parse import (
@@ -26,6 +25,8 @@ from rundash_core.sources.verl.steps_before_tail import (
     search_back,
     search_back_reference,
 )
+
+from helpers import DATA
 
 REAL_LOGS = sorted(p for folder in ("verl", "verl-public", "verl-resume", "verl-dumps", "lego", "lego-full", "lego-val")
                    for p in (DATA / folder).rglob("*") if p.suffix in (".log", ".out") and p.is_file())

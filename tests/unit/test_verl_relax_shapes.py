@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import rundash_core as rd
+
 from helpers import MONTH_AGO, write_file, write_lines
 from helpers.verl import DQ, EH, SFT, ref_lines, ref_merged, tidy_map
 

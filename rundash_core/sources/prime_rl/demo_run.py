@@ -10,11 +10,19 @@ import numpy as np
 
 from rundash_core.demo import logs
 from rundash_core.demo.curves import Curves, random_uuid
-from rundash_core.sources.prime_rl.demo_metric_rows import (DISPATCH_EVERY_S, INF_EVERY_S, dispatcher_rows, eval_row, inference_rows, metrics_line,
-                          orch_row, trainer_rows)
-from rundash_core.sources.prime_rl.demo_configs import write_rl_configs
 from rundash_core.demo.run_files import RunFiles
 from rundash_core.demo.specs import RLRunSpec
+from rundash_core.sources.prime_rl.demo_configs import write_rl_configs
+from rundash_core.sources.prime_rl.demo_metric_rows import (
+    DISPATCH_EVERY_S,
+    INF_EVERY_S,
+    dispatcher_rows,
+    eval_row,
+    inference_rows,
+    metrics_line,
+    orch_row,
+    trainer_rows,
+)
 from rundash_core.sources.prime_rl.demo_traces import TraceStream, episodes_for_step
 
 RELAUNCH_GAP_S = 480.0  # between a crashed attempt's last line and the next attempt's launch

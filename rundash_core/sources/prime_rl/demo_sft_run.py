@@ -8,8 +8,8 @@ import numpy as np
 
 from rundash_core.demo.curves import SEED
 from rundash_core.demo.logs import loguru
-from rundash_core.sources.prime_rl.demo_metric_rows import metrics_line
 from rundash_core.demo.run_files import RunFiles
+from rundash_core.sources.prime_rl.demo_metric_rows import metrics_line
 
 
 def write_sft_run(out_dir: Path, name: str, steps: int, t_end: float) -> Path:

@@ -22,12 +22,13 @@ import orjson
 import pandas as pd
 
 from rundash_core import cache, frames
-from rundash_core.run import Problem
 from rundash_core.io.files import file_id, open_file
 from rundash_core.io.jsonl import dict_or_empty, list_or_empty
 from rundash_core.numbers import finite_float
+from rundash_core.run import Problem
 from rundash_core.sources.prime_rl.episode import _int, message, to_episode
-from rundash_core.sources.prime_rl.lines import BAD_LINES, SKIPPED as SKIPPED_LINES, objects
+from rundash_core.sources.prime_rl.lines import BAD_LINES, objects
+from rundash_core.sources.prime_rl.lines import SKIPPED as SKIPPED_LINES
 from rundash_core.sources.prime_rl.traces import _rows, traces_dir
 
 LIVE_PREFIX = "live-"

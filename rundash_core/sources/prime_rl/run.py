@@ -325,12 +325,12 @@ class PrimeRLRun(Run):
                                      self._in_run("logs"))):
             if (why := _unlistable(folder)) is not None:
                 out.append(Problem(folder, f"cannot be listed ({why}): its files are not shown"))
-        from rundash_core.views.eval_pane import read_plan  # (plan.json: the eval pane's blocks)
-        from rundash_core.sources.prime_rl.checks import chunk_problems, config_problems, log_problems
         from rundash_core.io.unreadable import unreadable_problems
+        from rundash_core.sources.prime_rl.checks import chunk_problems, config_problems, log_problems
         from rundash_core.sources.prime_rl.lines import bad_line_problems
         from rundash_core.sources.prime_rl.live import live_problems
         from rundash_core.sources.prime_rl.traces import deep_record_problems
+        from rundash_core.views.eval_pane import read_plan  # (plan.json: the eval pane's blocks)
 
         out += bad_line_problems(self.path) + deep_record_problems(self.path)  # trace records read so far
         out += config_problems(self._resolved_dir(), self.config_files()) + log_problems(self.logs())

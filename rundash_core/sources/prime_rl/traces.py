@@ -33,13 +33,14 @@ import pandas as pd
 
 from rundash_core import cache, episode_ids, frames
 from rundash_core.io import zst_seekable
-from rundash_core.io.jsondepth import DEEP_MARK, is_too_deep, loads_shallow
 from rundash_core.io.files import file_id, shown_path
+from rundash_core.io.jsondepth import DEEP_MARK, is_too_deep, loads_shallow
 from rundash_core.io.jsonl import dict_or_empty, list_or_empty
-from rundash_core.run import Problem, RunError
 from rundash_core.numbers import finite_float
+from rundash_core.run import Problem, RunError
 from rundash_core.sources.prime_rl.episode import _int, to_episode
-from rundash_core.sources.prime_rl.lines import TornRecord, objects as _objects, read_record_line
+from rundash_core.sources.prime_rl.lines import TornRecord, read_record_line
+from rundash_core.sources.prime_rl.lines import objects as _objects
 
 TRACES = ("monitors", "file", "traces")
 PRODUCER_ORDER = ("orch", "trainer")  # folding order across producers (ship facts, then trainer values)

@@ -42,8 +42,14 @@ from rundash_core.io.files import FileId, describe_unreadable, file_id, read_ran
 from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
 from rundash_core.metrics.block import TidyLog
 from rundash_core.run import Overview, Problem, Run, utc
-from rundash_core.sources.relax.rollout_file import INT64_MAX, PRODUCERS, UNREADABLE, StepFile, parse_step_file
-from rundash_core.sources.relax.rollout_file import step_metrics  # noqa: F401 (API)
+from rundash_core.sources.relax.rollout_file import (
+    INT64_MAX,
+    PRODUCERS,
+    UNREADABLE,
+    StepFile,
+    parse_step_file,
+    step_metrics,  # noqa: F401 (API)
+)
 
 SAMPLE_COLUMNS = tuple(frames.SAMPLES)
 

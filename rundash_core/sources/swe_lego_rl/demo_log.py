@@ -9,10 +9,34 @@ from pathlib import Path
 
 import numpy as np
 
-from rundash_core.sources.swe_lego_rl.demo_trials import (HEAD_IP, N, PROJECT, PROMPTS, TOTAL, TRAIN_TASKS, VAL_AFTER, VAL_TASKS, WORKER_IP, Trial,
-                          demo_rng, train_folders, train_p, val_folder)
-from rundash_core.sources.verl.demo_console import (f32, metric_line, npf, npi, pprint_lines, prefix, py, repeated, tqdm_bar,
-                           validation_pprint)
+from rundash_core.sources.swe_lego_rl.demo_trials import (
+    HEAD_IP,
+    PROJECT,
+    PROMPTS,
+    TOTAL,
+    TRAIN_TASKS,
+    VAL_AFTER,
+    VAL_TASKS,
+    WORKER_IP,
+    N,
+    Trial,
+    demo_rng,
+    train_folders,
+    train_p,
+    val_folder,
+)
+from rundash_core.sources.verl.demo_console import (
+    f32,
+    metric_line,
+    npf,
+    npi,
+    pprint_lines,
+    prefix,
+    py,
+    repeated,
+    tqdm_bar,
+    validation_pprint,
+)
 
 
 def _step_metrics(step: int, t_step: float, trials: list[Trial] | None) -> list[tuple[str, str]]:

@@ -28,11 +28,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rundash_core.sources.swe_lego_rl.demo_log import write_log, write_vllm_log
-from rundash_core.sources.swe_lego_rl.demo_trials import (KEPT_STEPS, N, PROJECT, PROMPTS, TOTAL, TRAIN_FAILED, TRAIN_TASKS, VAL_AFTER, VAL_FAILED,
-                          VAL_SOLVED, VAL_TASKS, Trial, demo_rng, train_folders, train_p, val_folder, write_trial)
-from rundash_core.sources.swe_lego_rl.demo_trials import HEAD_IP, MODEL, SALT, SYSTEM, WORKER_IP  # noqa: F401 (the story's constants, as before)
 from rundash_core.demo.run_files import RunFiles
+from rundash_core.sources.swe_lego_rl.demo_log import write_log, write_vllm_log
+from rundash_core.sources.swe_lego_rl.demo_trials import (  # noqa: F401 (the story's constants, as before)
+    HEAD_IP,
+    KEPT_STEPS,
+    MODEL,
+    PROJECT,
+    PROMPTS,
+    SALT,
+    SYSTEM,
+    TOTAL,
+    TRAIN_FAILED,
+    TRAIN_TASKS,
+    VAL_AFTER,
+    VAL_FAILED,
+    VAL_SOLVED,
+    VAL_TASKS,
+    WORKER_IP,
+    N,
+    Trial,
+    demo_rng,
+    train_folders,
+    train_p,
+    val_folder,
+    write_trial,
+)
 
 
 def write_lego_run(out: Path, exp: str, t_end: float, *, log_rel: str, root: Path) -> tuple[Path, Path]:
@@ -76,7 +97,7 @@ def write_lego_run(out: Path, exp: str, t_end: float, *, log_rel: str, root: Pat
                 write_trial(f, rel_exp, trials_root, tr, trng)
                 by_step.setdefault(s, []).append(tr)
     val_trials: dict[int, list[Trial]] = {}
-    for e, after in enumerate(VAL_AFTER):
+    for e in range(len(VAL_AFTER)):
         vrng = demo_rng(100 + e)
         begin = val_end[e] - val_s[e]
         for i, (task, path) in enumerate(VAL_TASKS):

@@ -24,13 +24,16 @@ from dataclasses import dataclass
 import pandas as pd
 
 from rundash_core import cache
-from rundash_core.io.files import OUTSIDE_ROOTS, file_id
-from rundash_core.io.files import inside_roots, is_dir
 from rundash_core.io.configs import dig
+from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots, is_dir
 from rundash_core.numbers import finite_float
-from rundash_core.sources.swe_lego_rl.harbor_values import TOKEN_KEYS as _TOKEN_KEYS, iso_time as _time
-from rundash_core.sources.swe_lego_rl.harbor_values import load_json_object, tokens as _tokens, unusable as _unusable
-from rundash_core.sources.swe_lego_rl.harbor_values import exception_txt as _exception_txt, reward_txt as _reward_txt
+from rundash_core.sources.swe_lego_rl.harbor_values import TOKEN_KEYS as _TOKEN_KEYS
+from rundash_core.sources.swe_lego_rl.harbor_values import exception_txt as _exception_txt
+from rundash_core.sources.swe_lego_rl.harbor_values import iso_time as _time
+from rundash_core.sources.swe_lego_rl.harbor_values import load_json_object
+from rundash_core.sources.swe_lego_rl.harbor_values import reward_txt as _reward_txt
+from rundash_core.sources.swe_lego_rl.harbor_values import tokens as _tokens
+from rundash_core.sources.swe_lego_rl.harbor_values import unusable as _unusable
 
 STEP_DIR = re.compile(r"^step_(\d{1,18})$")  # a wider number is no step: it would not fit int64 columns
 EXP_STAMP = re.compile(r"^(.*)-(\d{8})-(\d{6})$")

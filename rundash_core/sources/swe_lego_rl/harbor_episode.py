@@ -17,8 +17,7 @@ from rundash_core.io.configs import dig
 from rundash_core.io.files import file_id
 from rundash_core.io.jsonl import list_or_empty
 from rundash_core.numbers import finite_float
-from rundash_core.sources.swe_lego_rl import harbor
-from rundash_core.sources.swe_lego_rl import harbor_values
+from rundash_core.sources.swe_lego_rl import harbor, harbor_values
 
 TRAJECTORY = os.path.join("agent", "trajectory.json")
 _ROLES = {"system": "system", "user": "user", "agent": "assistant"}

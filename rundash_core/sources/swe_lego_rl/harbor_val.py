@@ -20,11 +20,11 @@ import threading
 import pandas as pd
 
 from rundash_core import cache, frames
-from rundash_core.sources.swe_lego_rl import failure_modes as fm
-from rundash_core.views import validation as val
 from rundash_core.io.configs import dig
 from rundash_core.io.files import file_id, read_range
+from rundash_core.sources.swe_lego_rl import failure_modes as fm
 from rundash_core.sources.swe_lego_rl import harbor
+from rundash_core.views import validation as val
 
 PROXY = "proxy_trajectory.json"
 SDK_LOG = os.path.join("agent", "openhands_sdk.txt")

@@ -45,7 +45,7 @@ class LogMarks(ByteTail):
     def nbytes(self) -> int:
         return 200 + 100 * (len(self.named) + len(self.starts) + len(self.pairs) + len(self.explicit))
 
-    def refresh(self) -> "LogMarks":
+    def refresh(self) -> LogMarks:
         with self._lock:
             while (new := self.read_lines(CHUNK_BYTES)) is not None:
                 if new.reset:

@@ -37,13 +37,11 @@ import pandas as pd
 from rundash_core import cache, episode_ids, frames
 from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots
 from rundash_core.run import Overview, Problem, utc
-from rundash_core.sources.swe_lego_rl import harbor
-from rundash_core.sources.swe_lego_rl import harbor_steps
-from rundash_core.sources.swe_lego_rl import harbor_val
+from rundash_core.sources.swe_lego_rl import harbor, harbor_steps, harbor_val
 from rundash_core.sources.swe_lego_rl.harbor_episode import trial_episode
 from rundash_core.sources.swe_lego_rl.marks import LogMarks, log_marks  # noqa: F401 (LogMarks: part of this module's surface)
-from rundash_core.sources.verl.run import VerlRun
 from rundash_core.sources.verl.overview import is_log_name, overview_inputs, stem
+from rundash_core.sources.verl.run import VerlRun
 
 KIND = "swe-lego-rl"
 PROBE_BYTES = 16 << 10  # detection searches this much of the head and of the tail (io.verl_ends.FIRST_BYTES)

@@ -22,9 +22,21 @@ from pathlib import Path
 import numpy as np
 
 from rundash_core.demo.curves import SEED
+from rundash_core.sources.verl.demo_console import (
+    f32,
+    metric_line,
+    npf,
+    pprint_lines,
+    prefix,
+    py,
+    ray_banner,
+    raylet,
+    repeated,
+    tqdm_bar,
+    validation_pprint,
+    worker_stamp,
+)
 from rundash_core.sources.verl.demo_dumps import dumped_generations
-from rundash_core.sources.verl.demo_console import (f32, metric_line, npf, pprint_lines, prefix, py, ray_banner, raylet, repeated, tqdm_bar,
-                           validation_pprint, worker_stamp)
 
 PROJECT = "verl_grpo_gsm8k_math"
 MODEL_PATH = "/mnt/shared/hf_cache/hub/models--Qwen--Qwen2.5-3B-Instruct/snapshots/aa8e72537993ba99e69dfaafa59ed015b17504d1"
@@ -213,7 +225,7 @@ def _launch_lines(exp: str, t: float, cfg: dict, pids: dict, resume_from: int | 
     out += [f"{tr}TaskRunner hostname: gpu-node-07, PID: {pids['task']}\n"]
     out += pprint_lines(tr, cfg)
     out += [f"{tr}Using dataset class: RLHFDataset\n", f"{tr}dataset len: 14973\n", f"{tr}\n",
-            f"Filtering prompts longer than 512 tokens: 100%|██████████| 14973/14973 [00:04<00:00, 3269.49 examples/s]\n",
+            "Filtering prompts longer than 512 tokens: 100%|██████████| 14973/14973 [00:04<00:00, 3269.49 examples/s]\n",
             f"{tr}filter dataset len: {TRAIN_PROMPTS}\n", f"{tr}Using dataset class: RLHFDataset\n",
             f"{tr}dataset len: 1819\n", f"{tr}filter dataset len: 1819\n",
             f"{tr}[validate_config] All configuration checks passed successfully!\n",

@@ -72,7 +72,7 @@ class DumpLines(ByteTail):
     def nbytes(self) -> int:
         return 200 + sum(100 + len(d) for d in self.dirs)
 
-    def refresh(self) -> "DumpLines":
+    def refresh(self) -> DumpLines:
         with self._lock:
             while (new := self.read_lines(CHUNK_BYTES)) is not None:
                 if new.reset:

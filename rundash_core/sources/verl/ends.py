@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from rundash_core.io.holes import content_end
 from rundash_core.sources.verl.grammar import PROGRESS
-from rundash_core.sources.verl.steps import STEP_AT as _STEP_AT, last_steps
+from rundash_core.sources.verl.steps import STEP_AT as _STEP_AT
+from rundash_core.sources.verl.steps import last_steps
 
 FIRST_BYTES = 16 << 10  # what is read of each end first; a file of up to twice this is read whole
 TAIL_STEPS = (16 << 10, 64 << 10, 1 << 20)  # the tail windows the last `step:N - ` is looked for in

@@ -26,7 +26,8 @@ from rundash_core.io.jsonl import LineProblems, TailResult
 from rundash_core.sources.verl.block_parse import ValueEra, parse_metric_block, row
 from rundash_core.sources.verl.grammar import parse_console_line
 from rundash_core.sources.verl.problem_lines import CUT_MORE, CUT_NAMED, LocatedProblems, line_start_in  # noqa: F401 (CUT_*: re-exported)
-from rundash_core.sources.verl.val_prints import PPRINT as _PPRINT, read_pprint
+from rundash_core.sources.verl.val_prints import PPRINT as _PPRINT
+from rundash_core.sources.verl.val_prints import read_pprint
 
 BLOCK_BYTES = 1 << 20
 _CONFIG = b"{'actor_rollout_ref'"

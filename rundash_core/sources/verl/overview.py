@@ -19,16 +19,28 @@ from rundash_core import cache
 from rundash_core.io.bytetail import SETTLE_S
 from rundash_core.io.files import file_id, open_file, read_range
 from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
-from rundash_core.metrics.steps_done import has_finite_value
-from rundash_core.sources.verl.file_logger import logger_row
-from rundash_core.sources.verl.ends import (FIRST_BYTES, HEAD_BYTES, LOGGER_BYTES, LogHeadTail, HeadFields, TailFields, find_config_bounds,
-                            head_search, head_fields, tail_fields, stamp_in)
-from rundash_core.sources.verl.steps_before_tail import last_steps_before_tail
-from rundash_core.sources.verl.grammar import PROGRESS, SFT_STEPS, clean_piece
-from rundash_core.sources.verl.steps import first_step
 from rundash_core.logs.line import GLOG_RECORD
-from rundash_core.sources.verl.overrides import HEAD_BYTES as OVERRIDE_BYTES, head_config
+from rundash_core.metrics.steps_done import has_finite_value
 from rundash_core.sources.swe_lego_rl import harbor
+from rundash_core.sources.verl.ends import (
+    FIRST_BYTES,
+    HEAD_BYTES,
+    LOGGER_BYTES,
+    HeadFields,
+    LogHeadTail,
+    TailFields,
+    find_config_bounds,
+    head_fields,
+    head_search,
+    stamp_in,
+    tail_fields,
+)
+from rundash_core.sources.verl.file_logger import logger_row
+from rundash_core.sources.verl.grammar import PROGRESS, SFT_STEPS, clean_piece
+from rundash_core.sources.verl.overrides import HEAD_BYTES as OVERRIDE_BYTES
+from rundash_core.sources.verl.overrides import head_config
+from rundash_core.sources.verl.steps import first_step
+from rundash_core.sources.verl.steps_before_tail import last_steps_before_tail
 
 LOG_SUFFIXES = (".log", ".out")
 SKIP_SUFFIXES = ("_vllm.log", "_train_gpu_wandb.log", "_server.out")

@@ -20,17 +20,29 @@ import pandas as pd
 
 from rundash_core import cache
 from rundash_core.io.files import file_id, read_range, shown_path
-from rundash_core.sources.verl.file_logger import FileLoggerTail
-from rundash_core.sources.verl.metric_log import VerlLogTail
-from rundash_core.sources.verl.whole_pass import LogPass, log_pass
-from rundash_core.sources.verl.overrides import HEAD_BYTES
-from rundash_core.sources.verl.config_text import HEAD, ConfigPrint, config_at
 from rundash_core.metrics.store import MetricStore, empty_tidy, shared_store
 from rundash_core.run import Overview, Problem, Run, utc
 from rundash_core.sources.verl import dumps as verl_dumps
-from rundash_core.sources.verl.overview import LOG_SUFFIXES, OverviewInputs, _stamp_seconds, file_logger_last_step, is_file_logger, overview_inputs, stem
-from rundash_core.sources.verl.overview import val_sources
-from rundash_core.sources.verl.overview import SKIP_SUFFIXES, find_runs, is_log_name, is_run_file, model_name  # noqa: F401 (API)
+from rundash_core.sources.verl.config_text import HEAD, ConfigPrint, config_at
+from rundash_core.sources.verl.file_logger import FileLoggerTail
+from rundash_core.sources.verl.metric_log import VerlLogTail
+from rundash_core.sources.verl.overrides import HEAD_BYTES
+from rundash_core.sources.verl.overview import (  # noqa: F401 (API)
+    LOG_SUFFIXES,
+    SKIP_SUFFIXES,
+    OverviewInputs,
+    _stamp_seconds,
+    file_logger_last_step,
+    find_runs,
+    is_file_logger,
+    is_log_name,
+    is_run_file,
+    model_name,
+    overview_inputs,
+    stem,
+    val_sources,
+)
+from rundash_core.sources.verl.whole_pass import LogPass, log_pass
 
 KIND = "verl"
 
