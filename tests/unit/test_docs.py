@@ -153,10 +153,13 @@ def test_notebook_chart_example_runs(demo_runs, monkeypatch):
 
 # Environment variables ---------------------------------------------------------------------------
 def test_every_environment_variable_is_in_settings():
+    """Every RUNDASH_* the product, the benchmarks or the tests read is in docs/settings.md."""
     named = set()
-    for f in code_files():
+    tools = [f for top in ("benchmarks", "tests") for f in sorted((REPO / top).rglob("*.py"))
+             if "data" not in f.relative_to(REPO / top).parts[:1]]  # (not the sample runs in tests/data)
+    for f in code_files() + tools:
         named |= set(re.findall(r"\bRUNDASH_[A-Z][A-Z0-9_]*\b", f.read_text(encoding="utf-8")))
-    assert {"RUNDASH_DIRS", "RUNDASH_ROOTS"} <= named  # the scan reads the code
+    assert {"RUNDASH_DIRS", "RUNDASH_ROOTS", "RUNDASH_VERL_SAMPLES", "RUNDASH_TEST_EXTRA_RUNS"} <= named  # product, benchmarks, tests
     settings = (DOCS / "settings.md").read_text(encoding="utf-8")
     missing = sorted(v for v in named if f"`{v}`" not in settings)
     assert not missing, f"docs/settings.md does not document {missing}"
