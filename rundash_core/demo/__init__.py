@@ -19,10 +19,11 @@ Everything is written into a temporary sibling folder and renamed into place, so
 a half-written demo. The live writer (`live`) only ever appends to files that already exist inside
 the demo folder.
 
-Modules: `specs` (envs, run shape), `curves` (seeded values per step), `metric_rows`, `logs`,
-`traces` (the file formats), `rl_configs`, `run_files`, `rl_run`, `sft_run`, `verl_console` (verl's
-console formatting), `verl_run`, `lego_run` (with `lego_trials`, `lego_log`), `relax_run`, `runs`
-(writing the runs), `folder` (where the demo lives), `live` (the live writer thread).
+Modules here: `specs` (envs, run shape), `curves` (seeded values per step), `logs` (log line
+formats), `run_files`, `runs` (writing the runs), `folder` (where the demo lives), `live` (the live
+writer thread). Each kind's writer sits in its source folder: `sources/prime_rl/demo_*.py`
+(metric rows, traces, configs, RL and SFT runs), `sources/verl/demo_*.py` (console formatting,
+dumps, the run), `sources/swe_lego_rl/demo_*.py` (trials, log, run), `sources/relax/demo_run.py`.
 """
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ import time
 import uuid
 from pathlib import Path
 
-from rundash_core.demo import live
 from rundash_core.demo.folder import MARKER, demo_root, is_ours, read_marker
-from rundash_core.demo.runs import OTHER_FILES, OTHER_RUNS, RUN_NAMES, write_all
+
+# `runs` and `live` import the writers in sources/<kind>/demo_*.py, which import this package's
+# shared modules (curves, specs, run_files): imported where used, so a writer can be imported first.
 
 __all__ = ["DEMO_VERSION", "demo_root", "ensure_demo", "start_live_writer", "stop_live_writer"]
 
@@ -48,6 +50,9 @@ _DEMO_LOCK = threading.RLock()
 
 
 def _is_current(root: Path, now: float | None) -> bool:
+    from rundash_core.demo import live
+    from rundash_core.demo.runs import OTHER_FILES, RUN_NAMES
+
     marker = read_marker(root)
     if marker is None or marker.get("version") != DEMO_VERSION:
         return False
@@ -72,6 +77,8 @@ def ensure_demo(root: str | os.PathLike | None = None, *, now: float | None = No
     missing, written for another path, or written more than `REFRESH_AFTER_S` ago while no live
     writer runs for it) is rewritten: into a temporary sibling folder, then renamed into place.
     """
+    from rundash_core.demo.runs import OTHER_RUNS, RUN_NAMES, write_all
+
     root = Path(root).expanduser().absolute() if root is not None else demo_root()
     with _DEMO_LOCK:
         if _is_current(root, now):
@@ -117,9 +124,13 @@ def _install(tmp: Path, root: Path, now: float | None) -> None:
 
 def start_live_writer(root: str | os.PathLike | None = None, *, interval_s: float = 2.0) -> threading.Thread:
     """Start (once per process per root) the daemon thread that keeps the LIVE run growing."""
+    from rundash_core.demo import live
+
     return live.start(ensure_demo(root), interval_s)
 
 
 def stop_live_writer(root: str | os.PathLike | None = None, timeout: float = 10.0) -> bool:
     """Stop the live writer of `root` and wait for it; True when one was running."""
+    from rundash_core.demo import live
+
     return live.stop(Path(root) if root is not None else demo_root(), timeout)

@@ -71,11 +71,8 @@ def child_dirs(detect: Callable[[str], bool]) -> Callable[[list[os.DirEntry]], l
 
 def _demo_writer(module: str, name: str) -> Callable:
     """The demo writer `module.name`, imported when first called: the writers pull in the demo
-    story (`rundash_core.demo`), which opening a run never needs. The demo package is imported
-    first: it imports every writer itself, and a writer imported on its own would meet it half
-    initialized."""
+    story (`rundash_core.demo`), which opening a run never needs."""
     def call(*args, **kwargs):
-        importlib.import_module("rundash_core.demo")
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"`{module}.{name}` (imported on first call)."

@@ -715,3 +715,15 @@ def test_live_writer_never_writes_outside_the_demo_folder(tmp_path):
         demo.stop_live_writer(root)
     assert writer.error and "outside the demo folder" in writer.error
     assert outside.read_text() == "untouched\n"
+
+
+@pytest.mark.parametrize("kind", ["prime_rl", "verl", "swe_lego_rl", "relax"])
+def test_a_kinds_demo_writer_imports_first_in_a_fresh_interpreter(kind):
+    """The writers live in their source folders and use the demo package's shared modules: importing
+    one before anything else works (the package imports its writers only where it uses them)."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", f"import rundash_core.sources.{kind}.demo_run as m; print(m.__name__)"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == f"rundash_core.sources.{kind}.demo_run", res.stderr[-2000:]
