@@ -23,14 +23,14 @@ from rundash_core.charts.sections import SectionSpecs
 from rundash_core.io.files import OUTSIDE_ROOTS, allowed_roots, inside_roots, listed_path
 from rundash_core.run import Run, RunError
 from rundash_core.sources.prime_rl import aliases as prime_rl_aliases
-from rundash_core.sources.prime_rl import run as prime_rl
+from rundash_core.sources.prime_rl import run as prime_rl_run
 from rundash_core.sources.prime_rl import sections as prime_rl_sections
 from rundash_core.sources.relax import aliases as relax_aliases
-from rundash_core.sources.relax import run as relax
+from rundash_core.sources.relax import run as relax_run
 from rundash_core.sources.relax import sections as relax_sections
-from rundash_core.sources.swe_lego_rl import run as swe_lego_rl
+from rundash_core.sources.swe_lego_rl import run as swe_lego_rl_run
 from rundash_core.sources.verl import aliases as verl_aliases
-from rundash_core.sources.verl import run as verl
+from rundash_core.sources.verl import run as verl_run
 from rundash_core.sources.verl import sections as verl_sections
 
 # A section table, or a function of (flavor, keys, train_envs, eval_envs) returning one (the
@@ -114,21 +114,21 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-register(Source("prime-rl", prime_rl.PrimeRLRun, prime_rl.is_run_dir, child_dirs(prime_rl.is_run_dir),
+register(Source("prime-rl", prime_rl_run.PrimeRLRun, prime_rl_run.is_run_dir, child_dirs(prime_rl_run.is_run_dir),
                 "prime-rl runs hold configs/, logs/, monitors/ or traces.jsonl", sections=prime_rl_sections.sections,
                 aliases=prime_rl_aliases.ALIASES, concepts=prime_rl_aliases.CONCEPTS,
                 demo=_demo_writer("rundash_core.sources.prime_rl.demo_run", "write_rl_run")))
-register(Source("verl", verl.VerlRun, verl.is_run_file, verl.find_runs,
+register(Source("verl", verl_run.VerlRun, verl_run.is_run_file, verl_run.find_runs,
                 "verl runs are console logs (*.log, *.out) or file-logger JSONL ({\"step\": N, \"data\": {…}})",
                 sections=verl_sections.sections, aliases=verl_aliases.ALIASES, concepts=verl_aliases.CONCEPTS,
                 demo=_demo_writer("rundash_core.sources.verl.demo_run", "write_verl_run")))
-register(Source("swe-lego-rl", swe_lego_rl.SweLegoRLRun, swe_lego_rl.is_run_file, swe_lego_rl.find_runs,
+register(Source("swe-lego-rl", swe_lego_rl_run.SweLegoRLRun, swe_lego_rl_run.is_run_file, swe_lego_rl_run.find_runs,
                 "SWE-Lego-RL runs are verl console logs with harbor_trials/<project>/<exp>/step_N trial dirs",
                 # its metrics are a verl console log's: verl's sections, aliases and concepts
                 sections=verl_sections.sections, aliases=verl_aliases.ALIASES, concepts=verl_aliases.CONCEPTS,
                 demo=_demo_writer("rundash_core.sources.swe_lego_rl.demo_run", "write_lego_run")),
          before="verl")  # its logs are verl logs too: it claims the ones with trial dirs first
-register(Source("relax", relax.RelaxRun, relax.is_run_dir, child_dirs(relax.is_run_dir),
+register(Source("relax", relax_run.RelaxRun, relax_run.is_run_dir, child_dirs(relax_run.is_run_dir),
                 "Relax runs hold rollout_result/{train,eval}/<step>.jsonl", sections=relax_sections.SECTIONS,
                 aliases=relax_aliases.ALIASES, concepts=relax_aliases.CONCEPTS,
                 demo=_demo_writer("rundash_core.sources.relax.demo_run", "write_relax_run")),
