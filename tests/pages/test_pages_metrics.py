@@ -132,7 +132,7 @@ def test_all_metrics_mode_filters_and_reaches_keys_no_section_covers(monkeypatch
 def test_live_refresh_toggle_only_for_running_runs(monkeypatch, demo_runs):
     import streamlit as st
 
-    from rundash_core.demo import RUN_NAMES
+    from rundash_core.demo.runs import RUN_NAMES
 
     folder, runs = demo_runs
     live = runs[runs["path"].str.endswith(RUN_NAMES["live"])].iloc[0]

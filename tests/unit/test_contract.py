@@ -130,8 +130,10 @@ def test_relax_episode_reads_one_line_at_its_locator(tmp_path, monkeypatch):
 
     record = orjson.loads(Path(path).read_bytes()[offset:offset + length])
     read = []
-    real = rd.sources.relax.read_range
-    monkeypatch.setattr(rd.sources.relax, "read_range", lambda p, a, b: read.append((a, b)) or real(p, a, b))
+    from rundash_core.sources.relax import run as relax_run
+
+    real = relax_run.read_range
+    monkeypatch.setattr(relax_run, "read_range", lambda p, a, b: read.append((a, b)) or real(p, a, b))
     ep = run.episode(sid)
     assert read == [(offset, offset + length)]
     assert ep.messages[0].content == record["prompt"] and ep.messages[1].content == record["response"]

@@ -333,7 +333,7 @@ def test_cache_is_keyed_by_path_and_file_id(save):
     keys = [k for k in cache.shared._items if k[0] == "relax"]
     assert len(keys) == 8
     assert {k[1] for k in keys} == {os.path.realpath(p) for p in (save / "rollout_result").glob("*/*.jsonl")}
-    assert all(isinstance(k[2], rd.sources.relax.FileId) for k in keys)
+    assert all(isinstance(k[2], relax.FileId) for k in keys)
 
 
 # Bad input ----------------------------------------------------------------------------------------
