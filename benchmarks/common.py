@@ -75,8 +75,13 @@ def counted_reads(modules: tuple[str, ...] = LOG_READER) -> Iterator[ReadCount]:
 
 
 def rss_mb() -> float:
-    """Peak RSS of this process so far, in MB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak RSS of this process so far, in MB: Linux's VmHWM, which starts at this program's exec
+    (`ru_maxrss` keeps the forking parent's peak across exec: a big parent would count as ours)."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024.0
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, dict]:

@@ -58,7 +58,10 @@ for call in sys.argv[2].split(","):
     except BaseException as e:
         out[call] = {"error": f"{type(e).__name__}: {e}"[:300]}
     out[call]["seconds"] = time.monotonic() - t
-out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM: this process's own peak (ru_maxrss keeps the forking parent's across exec: an xdist
+# worker's 600 MB would count as the child's)
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+out["peak_mb"] = int(hwm.split()[1]) / 1024
 print(json.dumps(out, default=str))
 """
 
