@@ -23,7 +23,6 @@ else:
     from pages import _ui
     from rundash_core import streamlit_cache as sc
 
-    st.set_page_config(page_title="rundash", page_icon="📈", layout="wide")
     with _ui.app_run():  # (the pages can tell they run through app.py: `_ui.ensure_app_ran`)
         nav = _ui.navigation()  # first: a session's first run reruns from here, before any widget
         dirs, roots, is_demo = sc.startup()

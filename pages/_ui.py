@@ -26,7 +26,10 @@ def all_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
 
 def navigation():
     """The app's pages in sidebar order: app.py runs the one this returns. A session's first run
-    reruns from here, before any widget (`ensure_app_ran` says why)."""
+    reruns from here, before any widget (`ensure_app_ran` says why). The page config comes first on
+    every path (app.py, or a page run alone): without it the browser shows the page's Material icon
+    as the favicon, which it fetches from fonts.gstatic.com (an outside request)."""
+    st.set_page_config(page_title="rundash", page_icon="📈", layout="wide")
     nav = st.navigation([
         st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
         st.Page("pages/metrics.py", title="Metrics", icon=":material/monitoring:"),
