@@ -23,6 +23,7 @@ from rundash_core.charts.sections import SectionSpecs
 from rundash_core.io.files import OUTSIDE_ROOTS, allowed_roots, inside_roots, listed_path
 from rundash_core.run import Run, RunError
 from rundash_core.sources.prime_rl import aliases as prime_rl_aliases
+from rundash_core.sources.prime_rl import layout as prime_rl_layout
 from rundash_core.sources.prime_rl import run as prime_rl_run
 from rundash_core.sources.prime_rl import sections as prime_rl_sections
 from rundash_core.sources.relax import aliases as relax_aliases
@@ -114,7 +115,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-register(Source("prime-rl", prime_rl_run.PrimeRLRun, prime_rl_run.is_run_dir, child_dirs(prime_rl_run.is_run_dir),
+register(Source("prime-rl", prime_rl_run.PrimeRLRun, prime_rl_layout.is_run_dir, child_dirs(prime_rl_layout.is_run_dir),
                 "prime-rl runs hold configs/, logs/, monitors/ or traces.jsonl", sections=prime_rl_sections.sections,
                 aliases=prime_rl_aliases.ALIASES, concepts=prime_rl_aliases.CONCEPTS,
                 demo=_demo_writer("rundash_core.sources.prime_rl.demo_run", "write_rl_run")))

@@ -35,7 +35,7 @@ from rundash_core.demo.runs import (
     VERL_TEST_FREQ,
     VERL_TOTAL,
 )
-from rundash_core.sources.prime_rl import run as prime_rl
+from rundash_core.sources.prime_rl import layout as prime_rl
 from rundash_core.sources.relax import demo_run as relax_run
 from rundash_core.sources.swe_lego_rl import demo_run as lego_run
 from rundash_core.sources.verl import demo_dumps as verl_dumps

@@ -17,8 +17,8 @@ import pandas as pd
 from rundash_core import frames
 from rundash_core.io.files import walk_files
 from rundash_core.logs.reading import ROUTER_SUFFIX, file_row
+from rundash_core.sources.prime_rl.layout import ATTEMPT
 
-_ATTEMPT = re.compile(r"^attempt_(\d+)$")
 _MASTERS = {"trainer.log": "trainer", "orchestrator.log": "orchestrator", "inference.log": "inference",
             "eval.log": "evals", "evals.log": "evals"}
 _RANK = re.compile(r"(?:^|/)torchrun/.*?/(\d+)/(?:stdout|stderr)\.log$")
@@ -49,7 +49,7 @@ def _order(component: str) -> int:
 
 def _folder_rows(folder: str, attempt: int | None, *, skip_attempts: bool) -> list[dict]:
     rows, seen = [], set()
-    skip = (lambda n: bool(_ATTEMPT.match(n)) or n == "latest") if skip_attempts else (lambda n: False)
+    skip = (lambda n: bool(ATTEMPT.match(n)) or n == "latest") if skip_attempts else (lambda n: False)
     for path in walk_files(folder, skip=skip):
         rel = os.path.relpath(path, folder).replace(os.sep, "/")
         if not rel.endswith(".log"):
@@ -75,7 +75,7 @@ def list_logs(run_dir: str) -> pd.DataFrame:
         names = sorted(os.listdir(logs_dir))
     except OSError:
         names = []
-    attempts = sorted(int(m.group(1)) for n in names if (m := _ATTEMPT.match(n)))
+    attempts = sorted(int(m.group(1)) for n in names if (m := ATTEMPT.match(n)))
     for n in attempts:
         rows += _folder_rows(os.path.join(logs_dir, f"attempt_{n}"), n, skip_attempts=False)
     if os.path.isdir(logs_dir):

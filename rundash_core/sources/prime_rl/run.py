@@ -7,74 +7,26 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 
 from rundash_core import cache
 from rundash_core.io.configs import dig, load_config_file
-from rundash_core.io.files import inside_roots, mtime, read_range, walk_files
+from rundash_core.io.files import mtime, walk_files
 from rundash_core.metrics.store import MetricStore, empty_tidy, shared_store
 from rundash_core.run import Overview, Problem, Run, utc
 from rundash_core.sources.prime_rl.ends import metrics_ends
+from rundash_core.sources.prime_rl.layout import (
+    ATTEMPT,
+    attempt_numbers,
+    latest_attempt,
+    listdir_or_empty,
+    stamp,
+    unlistable,
+)
 from rundash_core.views.reports import has_reports, list_reports
 
-MARKERS = ("configs", "logs", "monitors", "traces.jsonl")
 METRICS_PATHS = ("monitors/file/metrics.jsonl", "metrics.jsonl")
-_ATTEMPT = re.compile(r"^attempt_(\d+)$")
 _NAME = re.compile(r"^(?P<envs>[^-].*?)--(?P<model>.+?)(?:--(?P<harness>[^-]+))?--(?P<id>[0-9a-f]{8})$")
 _RESOLVED_ORDER = ("rl.json", "sft.json", "orchestrator.json", "trainer.json", "inference.json", "eval.json")
-
-
-_PRIME_LOGS = ("latest", "trainer.log", "orchestrator.log", "inference.log", "eval.log", "evals.log")
-
-
-def is_run_dir(path: str) -> bool:
-    """A non-hidden directory holding one of configs/, logs/, monitors/, traces.jsonl (spec 6).
-
-    A `logs/` folder counts only when it looks like prime-rl's (attempts, `latest`, or the
-    trainer/orchestrator logs): a verl or SWE-Lego-RL workdir also has a `logs/` of `<exp>.log`."""
-    if os.path.basename(path.rstrip(os.sep)).startswith("."):
-        return False
-    if any(os.path.lexists(os.path.join(path, m)) for m in MARKERS if m != "logs"):
-        return True
-    logs = os.path.join(path, "logs")
-    if not inside_roots(logs):  # a logs/ linking out of the allowed roots is not listed
-        return False
-    names = _listdir(logs)
-    return any(n in _PRIME_LOGS or _ATTEMPT.match(n) for n in names) or (
-        os.path.isdir(logs) and not names)  # an empty logs/ tree: a run that is just starting
-
-
-def _attempt_numbers(folder: str) -> list[int]:
-    """The N of the `attempt_N` folders (a stray file named so is no attempt)."""
-    try:
-        with os.scandir(folder) as it:
-            return sorted(int(m.group(1)) for e in it if (m := _ATTEMPT.match(e.name)) and _is_dir(e))
-    except OSError:
-        return []
-
-
-def _is_dir(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
-
-
-def _latest_attempt(folder: str) -> int | None:
-    """Resolve `<folder>/latest`: a symlink, or (copied without links) a file naming the target."""
-    link = os.path.join(folder, "latest")
-    try:
-        target = os.path.basename(os.readlink(link).rstrip("/"))
-    except OSError:  # not a link (or not there): a copied tree keeps the name in a file
-        try:
-            target = read_range(link, 0, 256).decode("utf-8", "replace").strip()
-        except OSError:
-            target = None
-    m = _ATTEMPT.match(target or "")
-    if m and os.path.isdir(os.path.join(folder, m.group(0))):
-        return int(m.group(1))
-    numbers = _attempt_numbers(folder)
-    return numbers[-1] if numbers else None
 
 
 class PrimeRLRun(Run):
@@ -95,20 +47,20 @@ class PrimeRLRun(Run):
         return None
 
     def attempts(self) -> list[int]:
-        nums = sorted(set(_attempt_numbers(self._in_run("configs"))) | set(_attempt_numbers(self._in_run("logs"))))
+        nums = sorted(set(attempt_numbers(self._in_run("configs"))) | set(attempt_numbers(self._in_run("logs"))))
         return nums or [1]
 
     def latest_attempt(self) -> int | None:
         """`latest` of configs/ (else logs/); a run with neither (an eval dir) is its one attempt."""
-        return _latest_attempt(self._in_run("configs")) or _latest_attempt(self._in_run("logs")) or self.attempts()[-1]
+        return latest_attempt(self._in_run("configs")) or latest_attempt(self._in_run("logs")) or self.attempts()[-1]
 
     def _config_root(self, attempt: int | None) -> str:
         """The folder holding command.txt / *.toml / resolved/ for an attempt, newest layout first."""
         if attempt is None:  # the latest: `_latest_attempt` found its folder
-            latest = _latest_attempt(self._in_run("configs"))
+            latest = latest_attempt(self._in_run("configs"))
             if latest is not None:
                 return self._in_run("configs", f"attempt_{latest}")
-            attempt = _latest_attempt(self._in_run("logs"))
+            attempt = latest_attempt(self._in_run("logs"))
         if attempt is not None and os.path.isdir(self._in_run("configs", f"attempt_{attempt}")):
             return self._in_run("configs", f"attempt_{attempt}")
         return self._in_run("configs")
@@ -121,12 +73,12 @@ class PrimeRLRun(Run):
     def config_files(self, attempt: int | None = None) -> list[str]:
         """Paths of the attempt's config files: resolved JSONs first, then TOML and command.txt."""
         resolved = self._resolved_dir(attempt)
-        found = [p for p in walk_files(resolved, skip=lambda d: d.startswith(".") or bool(_ATTEMPT.match(d))
+        found = [p for p in walk_files(resolved, skip=lambda d: d.startswith(".") or bool(ATTEMPT.match(d))
                                        or d == "latest") if p.endswith(".json")]
         rank = {n: i for i, n in enumerate(_RESOLVED_ORDER)}
         found.sort(key=lambda p: (os.path.dirname(p) != resolved, rank.get(os.path.basename(p), 99), p))
         root = self._config_root(attempt)
-        extras = sorted(os.path.join(root, f) for f in _listdir(root) if f.endswith(".toml"))
+        extras = sorted(os.path.join(root, f) for f in listdir_or_empty(root) if f.endswith(".toml"))
         if os.path.exists(os.path.join(root, "command.txt")):
             extras.append(os.path.join(root, "command.txt"))
         return found + extras
@@ -139,7 +91,7 @@ class PrimeRLRun(Run):
         """Top-level resolved JSON objects by stem (`orchestrator`, `trainer`, `rl`, `sft`, ...)."""
         resolved = self._resolved_dir(attempt)
         out = {}
-        for f in _listdir(resolved):
+        for f in listdir_or_empty(resolved):
             if f.endswith(".json"):
                 value = load_config_file(os.path.join(resolved, f)).value
                 if isinstance(value, dict):
@@ -157,7 +109,7 @@ class PrimeRLRun(Run):
 
     # Metrics -------------------------------------------------------------------------------------
     def flavor(self) -> str:
-        resolved = _listdir(self._resolved_dir())
+        resolved = listdir_or_empty(self._resolved_dir())
         if "sft.json" in resolved:
             return "sft"
         if {"orchestrator.json", "trainer.json", "rl.json"} & set(resolved):
@@ -245,14 +197,14 @@ class PrimeRLRun(Run):
         resolved configs and logs, the trace stream's newest chunk, traces.jsonl."""
         logs = self._logs_dir()
         stream = self._in_run("monitors", "file", "traces", "stream")
-        chunks = _listdir(stream)
-        metrics = _stamp(self._in_run(METRICS_PATHS[0])) or _stamp(self._in_run(METRICS_PATHS[1]))
+        chunks = listdir_or_empty(stream)
+        metrics = stamp(self._in_run(METRICS_PATHS[0])) or stamp(self._in_run(METRICS_PATHS[1]))
         root = self._config_root(None)
-        return (metrics, _stamp(self._in_run("configs")), root, _stamp(os.path.join(root, "resolved")),
-                _stamp(self._in_run("logs")),
-                logs, tuple((f, _stamp(os.path.join(logs, f))) for f in _listdir(logs) if f.endswith(".log")),
-                tuple(chunks), _stamp(os.path.join(stream, chunks[-1])) if chunks else None,
-                _stamp(self._in_run("traces.jsonl")))
+        return (metrics, stamp(self._in_run("configs")), root, stamp(os.path.join(root, "resolved")),
+                stamp(self._in_run("logs")),
+                logs, tuple((f, stamp(os.path.join(logs, f))) for f in listdir_or_empty(logs) if f.endswith(".log")),
+                tuple(chunks), stamp(os.path.join(stream, chunks[-1])) if chunks else None,
+                stamp(self._in_run("traces.jsonl")))
 
     def overview(self, now: float | None = None) -> Overview:
         """The run card and runs-list row: the metrics file's ends, the resolved configs and file
@@ -291,14 +243,14 @@ class PrimeRLRun(Run):
         return listing
 
     def _logs_dir(self) -> str:
-        n = _latest_attempt(self._in_run("logs"))
+        n = latest_attempt(self._in_run("logs"))
         return self._in_run("logs", f"attempt_{n}") if n is not None else self._in_run("logs")
 
     def _finished(self) -> bool:
         if self.flavor() != "eval":
             return False
         stream = self._in_run("monitors", "file", "traces", "stream")
-        names = _listdir(stream)
+        names = listdir_or_empty(stream)
         return os.path.isdir(stream) and not any(n.endswith(".jsonl") for n in names)
 
     # Problems ------------------------------------------------------------------------------------
@@ -323,7 +275,7 @@ class PrimeRLRun(Run):
             out.append(Problem(link, f"broken symlink (using attempt_{self.latest_attempt()})"))
         for folder in dict.fromkeys((self._in_run("configs"), self._config_root(None), self._resolved_dir(),
                                      self._in_run("logs"))):
-            if (why := _unlistable(folder)) is not None:
+            if (why := unlistable(folder)) is not None:
                 out.append(Problem(folder, f"cannot be listed ({why}): its files are not shown"))
         from rundash_core.io.unreadable import unreadable_problems
         from rundash_core.sources.prime_rl.checks import chunk_problems, config_problems, log_problems
@@ -372,24 +324,6 @@ class PrimeRLRun(Run):
         return prime_rl_live.live_samples(self.path)
 
 
-def _unlistable(folder: str) -> str | None:
-    """Why an existing folder cannot be listed (e.g. "permission denied"), or None."""
-    if not os.path.isdir(folder):
-        return None
-    try:
-        with os.scandir(folder):
-            return None
-    except OSError as e:
-        return (e.strerror or type(e).__name__).lower()
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
-
-
 def _source_names(sources) -> list[str]:
     if not isinstance(sources, list):
         return []
@@ -402,10 +336,3 @@ def _source_names(sources) -> list[str]:
     return names
 
 
-def _stamp(path: str) -> tuple | None:
-    """(kind, mtime, size, inode) of a path from one stat; None when it is not there."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return (stat.S_IFMT(st.st_mode), st.st_mtime, st.st_size, st.st_ino)
