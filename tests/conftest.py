@@ -51,12 +51,25 @@ def old_run(tmp_path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_runs(tmp_path_factory):
-    """The built-in demo (every kind of run) written once per test run (per xdist worker), and its runs list."""
+def _demo_builds(tmp_path_factory):
+    """Built demos of this test run (per xdist worker), newest last: (folder, written at)."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def demo_runs(_demo_builds, tmp_path_factory):
+    """The built-in demo (every kind of run) and its runs list. Written once and shared, but written
+    again when older than half of `RUNNING_WINDOW_S`: its live run must still look running (the whole
+    suite takes longer than the window), and the runs list is read per module, never from a cache."""
+    import time
+
     import rundash_core as rd
     from rundash_core import demo
+    from rundash_core.run import RUNNING_WINDOW_S
 
-    folder = demo.ensure_demo(tmp_path_factory.mktemp("demo") / "demo")
+    if not _demo_builds or time.time() - _demo_builds[-1][1] > RUNNING_WINDOW_S / 2:
+        _demo_builds.append((demo.ensure_demo(tmp_path_factory.mktemp("demo") / "demo"), time.time()))
+    folder = _demo_builds[-1][0]
     return folder, rd.discover([folder])
 
 
