@@ -203,7 +203,7 @@ def verify(folder: str, now: float | None = None, sample: int = 40) -> dict:
     list; also: only the logs are listed (no sidecar, no launch wrapper)."""
     import rundash_core as rd
     from rundash_core import cache
-    from rundash_core.run import derive_status
+    from rundash_core.overview import derive_status
 
     now = time.time() if now is None else now
     cache.shared.clear()

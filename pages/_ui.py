@@ -12,7 +12,8 @@ import functools
 import streamlit as st
 
 from rundash_core import streamlit_cache as sc
-from rundash_core.run import Run, resumes_text, trainer_names
+from rundash_core.overview import resumes_text, trainer_names
+from rundash_core.run import Run
 from rundash_core.settings import check_added_dir
 from rundash_core.views.display_text import fold_list, format_duration, format_time, md_code, md_escape, step_headline, text_or
 

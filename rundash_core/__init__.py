@@ -13,7 +13,8 @@ from rundash_core.ai import analysis_context, analyze
 from rundash_core.discover import discover, list_runs
 from rundash_core.frames import Episode, Message, ToolCall
 from rundash_core.health.checks import Finding
-from rundash_core.run import CAPABILITIES, Overview, Problem, Run, RunError
+from rundash_core.overview import Overview
+from rundash_core.run import CAPABILITIES, Problem, Run, RunError
 from rundash_core.sources import open_run
 
 __all__ = ["discover", "list_runs", "open_run", "Run", "Overview", "Problem", "RunError", "KINDS", "CAPABILITIES",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from rundash_core.health.checks import Signals, health, health_state
 from rundash_core.health.rules import val_series
-from rundash_core.run import resumes_text, trainer_names
+from rundash_core.overview import resumes_text, trainer_names
 from rundash_core.safety import inert_markdown
 from rundash_core.safety.gate import gated
 from rundash_core.views.display_text import format_duration, format_time, shorten, text_or

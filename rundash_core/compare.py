@@ -99,7 +99,7 @@ RUNS_COLUMNS = ["run", "name", "kind", "status", "step", "max_steps", "duration_
 def runs_summary(overviews: Mapping[str, object]) -> pd.DataFrame:
     """One row per compared run (label → `Run.overview()`): its one summary's fields, never
     recomputed from the metrics, so its step is the card's (steps done)."""
-    from rundash_core.run import summary_fields
+    from rundash_core.overview import summary_fields
 
     rows = [{"run": label, **summary_fields(ov)} for label, ov in overviews.items()]
     out = pd.DataFrame(rows, columns=RUNS_COLUMNS)

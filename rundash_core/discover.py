@@ -28,7 +28,8 @@ import pandas as pd
 
 from rundash_core import cache, sources
 from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots, seed_file_id, shown_path, stat_memo
-from rundash_core.run import Overview, Run, RunError, summary_fields
+from rundash_core.overview import Overview, summary_fields
+from rundash_core.run import Run, RunError
 from rundash_core.sources.verl.overview import stem
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated",

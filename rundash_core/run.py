@@ -13,24 +13,20 @@ source subclasses `Run`, registers in `rundash_core.sources`, and passes `tests/
 from __future__ import annotations
 
 import abc
-import copy
 import functools
 import hashlib
 import os
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pandas as pd
 
 from rundash_core import frames
 from rundash_core.frames import Episode
 from rundash_core.io.files import shown_path
+from rundash_core.metrics.wide import wide_metrics
+from rundash_core.overview import Overview, utc  # noqa: F401  (the contract's summary; `utc` for sources)
 from rundash_core.safety.gate import GATED, gate_method, inside
 
-# the kinds of run: the registry's, `rundash_core.sources.kinds()` (`rd.KINDS`)
-STATUSES = ("running", "completed", "stopped", "unknown")
-RUNNING_WINDOW_S = 180.0
-STALE_DATA_S = 86400.0  # data this old is not a live run, however fresh its files (a copy)
 CAPABILITIES = ("metrics", "config", "attempts", "samples", "episodes", "validation", "logs", "tokens",
                 "failure_modes", "reports")
 
@@ -52,127 +48,6 @@ class Problem:
         where = f" (first at line {self.line})" if self.line else ""
         times = f" ×{self.count}" if self.count > 1 else ""
         return f"{self.path}: {self.what}{times}{where}"
-
-
-@dataclass
-class Overview:
-    """The run's one summary: the run card, its row in the runs list, `rundash status`, the
-    check-in, the terminal card, Compare's runs table and the AI context all read this (through
-    `summary_fields` where they show it as fields), so no two surfaces can differ.
-
-    `name` is what the user named the run: its folder, or its log file without the suffix (what
-    the runs list lists it by); the trainer's own project and experiment names are `project` and
-    `experiment`. `step` is steps done. Times come from the data (first and last logged time),
-    never from file times, so a copied run reads the same; only `touched` (the newest file time)
-    is a file time: it says whether the run is still being written (status "running")."""
-
-    run_id: str
-    name: str
-    kind: str
-    path: str
-    status: str = "unknown"
-    step: int | None = None  # steps done: the last step logged, plus one when steps count from 0
-    max_steps: int | None = None
-    created: pd.Timestamp | None = None  # the first logged time
-    started: pd.Timestamp | None = None
-    updated: pd.Timestamp | None = None  # the last logged time
-    updated_estimated: bool = False  # `updated` is start + the logged step times (no stamp at the end)
-    duration_s: float | None = None
-    model: str | None = None
-    attempts: int = 1
-    train_envs: list[str] = field(default_factory=list)
-    eval_envs: list[str] = field(default_factory=list)
-    flavor: str = "rl"
-    finished: bool = False  # the run said it is done (a final print, every chunk sealed)
-    last_step: int | None = None  # the last step number logged
-    touched: pd.Timestamp | None = None  # the newest file time of the run
-    project: str | None = None  # the trainer's project name (verl `trainer.project_name`)
-    experiment: str | None = None  # the trainer's experiment name (verl `trainer.experiment_name`)
-    resumed_from: list[int] = field(default_factory=list)  # the checkpoint step each later attempt resumed from
-
-    @property
-    def progress(self) -> str:
-        """`min(step, max)/max`, with ∞ when the run has no step limit."""
-        if self.step is None:
-            return "n/a"
-        if self.max_steps is None:
-            return f"{self.step}/∞"
-        return f"{min(self.step, self.max_steps)}/{self.max_steps}"
-
-    def status_at(self, now: float) -> str:
-        """Running: a file was written within the last few minutes and the data's last time (when
-        it has one, logged rather than estimated) is not days old (a fresh copy of an old run is
-        not running; an estimate leaves out downtime, so it cannot say that)."""
-        updated = None if self.updated_estimated else _seconds(self.updated)
-        stale = updated is not None and now - updated > STALE_DATA_S
-        return derive_status(finished=self.finished, updated=_seconds(self.touched), step=self.step,
-                             max_steps=self.max_steps, now=now, stale=stale)
-
-    def at(self, now: float | None = None) -> Overview:
-        """This summary with its status and duration as of `now` (a cached summary turns from
-        running to stopped without a re-read); while running, its duration ticks to `now`."""
-        now = time.time() if now is None else now
-        status = self.status_at(now)
-        updated, started = _seconds(self.updated), _seconds(self.started)
-        end = now if status == "running" and updated is not None else updated
-        out = copy.copy(self)  # (dataclasses.replace costs more than the rest of a cached summary)
-        out.status = status
-        if end is not None and started is not None:  # (no times: the duration the data says, if any)
-            out.duration_s = end - started if end >= started else None
-        return out
-
-
-SUMMARY_FIELDS = ("run_id", "name", "project", "experiment", "kind", "flavor", "path", "status", "step",
-                  "max_steps", "last_step", "model", "attempts", "resumed_from", "train_envs", "eval_envs",
-                  "created", "updated", "duration_s")
-
-
-def summary_fields(ov: Overview) -> dict:
-    """The summary as the fields every surface shows (`SUMMARY_FIELDS`, lists copied)."""
-    return {k: list(v) if isinstance(v := getattr(ov, k), list) else v for k in SUMMARY_FIELDS}
-
-
-def trainer_names(ov: Overview) -> str:
-    """The trainer's project and experiment names, as the card's secondary line ("" when none)."""
-    parts = [f"project {ov.project}" if ov.project else "", f"experiment {ov.experiment}" if ov.experiment else ""]
-    return " · ".join(p for p in parts if p)
-
-
-def resumes_text(ov: Overview) -> str:
-    """How many times the run resumed, and from which steps when the data says ("1 (resumed from step 100)")."""
-    n = max(ov.attempts - 1, 0)
-    steps = ", ".join(str(s) for s in ov.resumed_from)
-    return f"{n} (resumed from step {steps})" if n and steps else str(n)
-
-
-def _seconds(ts: pd.Timestamp | None) -> float | None:
-    return ts.timestamp() if ts is not None else None
-
-
-def utc(ts: float | None) -> pd.Timestamp | None:
-    """Epoch seconds → a UTC pandas Timestamp (None stays None)."""
-    if ts is None or ts != ts:
-        return None
-    try:
-        return pd.Timestamp(ts, unit="s", tz="UTC")
-    except (OverflowError, ValueError):
-        return None
-
-
-def derive_status(*, finished: bool, updated: float | None, step: int | None, max_steps: int | None,
-                  now: float | None = None, stale: bool = False) -> str:
-    """The running/completed/stopped rule shared by all sources (prime-rl spec 7.2): `updated` is
-    the newest file time; `stale`: the data itself is old (a fresh copy), so not running."""
-    now = time.time() if now is None else now
-    if finished:
-        return "completed"
-    if updated is not None and now - updated < RUNNING_WINDOW_S and not stale:
-        return "running"
-    if step is not None and max_steps is not None and step >= max_steps:
-        return "completed"
-    if updated is None and step is None:
-        return "unknown"
-    return "stopped"
 
 
 def path_run_id(path: str) -> str:
@@ -376,33 +251,3 @@ class Run(abc.ABC):
 
 for _name in GATED:  # the base class's own readers (the defaults) pass the gate too
     setattr(Run, _name, gate_method(getattr(Run, _name)))
-
-
-def wide_metrics(tidy: pd.DataFrame, *, metrics: list[str] | None = None, producer: str | None = None) -> pd.DataFrame:
-    """The wide form of a tidy metrics frame: one row per step, `step`, `time` (the latest write of
-    the step), then one column per metric in first-logged order; keys logged by more than one
-    producer are namespaced `producer:key` (decided over the whole frame, so a column's name does
-    not depend on the filters)."""
-    producers = list(dict.fromkeys(tidy["producer"].astype("str")))
-    if producer is not None and producer not in producers:
-        raise ValueError(f"unknown producer {producer!r}; this run's producers: {', '.join(producers) or 'none'}")
-    stepped = tidy[tidy["step"].notna()]
-    stepped = stepped.astype({"metric": "str", "producer": "str"})
-    per_key = stepped.groupby("metric", sort=False)["producer"].nunique()
-    shared = set(per_key[per_key > 1].index)
-    names = stepped["metric"].where(~stepped["metric"].isin(shared), stepped["producer"] + ":" + stepped["metric"])
-    stepped = stepped.assign(column=names)
-    if producer is not None:
-        stepped = stepped[stepped["producer"] == producer]
-    if metrics is not None:
-        wanted = set(metrics)
-        stepped = stepped[stepped["column"].isin(wanted) | stepped["metric"].isin(wanted)]
-    if stepped.empty:
-        return pd.DataFrame({"step": pd.array([], dtype="Int64"), "time": pd.Series([], dtype="float64")})
-    order = list(dict.fromkeys(stepped["column"]))
-    stepped = stepped.drop_duplicates(["step", "column"], keep="last")
-    wide = stepped.pivot(index="step", columns="column", values="value")[order]
-    wide.insert(0, "time", stepped.groupby("step")["time"].max())
-    wide = wide.sort_index().reset_index().rename_axis(columns=None)
-    wide["step"] = wide["step"].astype("Int64")
-    return wide

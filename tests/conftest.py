@@ -65,7 +65,7 @@ def demo_runs(_demo_builds, tmp_path_factory):
 
     import rundash_core as rd
     from rundash_core import demo
-    from rundash_core.run import RUNNING_WINDOW_S
+    from rundash_core.overview import RUNNING_WINDOW_S
 
     if not _demo_builds or time.time() - _demo_builds[-1][1] > RUNNING_WINDOW_S / 2:
         _demo_builds.append((demo.ensure_demo(tmp_path_factory.mktemp("demo") / "demo"), time.time()))

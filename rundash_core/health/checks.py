@@ -36,7 +36,7 @@ import pandas as pd
 
 from rundash_core.charts import aliases
 from rundash_core.charts.series import SeriesIndex, series_index
-from rundash_core.run import Overview
+from rundash_core.overview import Overview
 
 SEVERITIES = ("critical", "warning", "info")  # most severe first
 AREAS = ("alive", "stability", "progress", "performance")

@@ -17,7 +17,8 @@ import time
 from rundash_core.health.checkin import checkin_markdown
 from rundash_core.health.checks import Signals, health, health_state, json_safe
 from rundash_core.io import files
-from rundash_core.run import RunError, summary_fields
+from rundash_core.overview import summary_fields
+from rundash_core.run import RunError
 from rundash_core.views.display_text import format_duration, format_time, text_or
 from rundash_core.views.key_numbers import key_metrics
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from rundash_core.frames import Episode, Message
 from rundash_core.logs.view import ESTIMATED_LEGEND, any_estimated, time_labels
-from rundash_core.run import Overview, resumes_text, trainer_names
+from rundash_core.overview import Overview, resumes_text, trainer_names
 from rundash_core.safety.user_regex import UserPattern, compile_user_pattern
 from rundash_core.tui.highlight import Doc
 from rundash_core.views.display_text import fold_list, format_duration, format_time, step_headline, text_or

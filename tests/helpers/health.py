@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rundash_core.health.checks import Signals
-from rundash_core.run import Overview
+from rundash_core.overview import Overview
 
 T0 = 1_900_000_000.0
 DT = 10.0  # seconds per step

@@ -23,7 +23,7 @@ import pytest
 
 import rundash_core as rd
 from rundash_core.compare import runs_summary
-from rundash_core.run import resumes_text
+from rundash_core.overview import resumes_text
 from rundash_core.serve.cli_status import status_dict
 from rundash_core.sources.verl import whole_pass as verl_pass
 from rundash_core.tui.views import card_doc

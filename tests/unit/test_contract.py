@@ -14,7 +14,8 @@ import pytest
 
 import rundash_core as rd
 from rundash_core import demo, frames
-from rundash_core.run import CAPABILITIES, Overview, Run
+from rundash_core.overview import Overview
+from rundash_core.run import CAPABILITIES, Run
 from rundash_core.sources import SOURCES
 
 from helpers import DATA, REPO

@@ -19,7 +19,8 @@ import rundash_core as rd
 from rundash_core import sources
 from rundash_core.charts.aliases import canonical_frame, literal_keys
 from rundash_core.charts.sections import covered_keys, panel, sections_for
-from rundash_core.run import Overview, Run, utc
+from rundash_core.overview import Overview, utc
+from rundash_core.run import Run
 
 from helpers import NEW_RUN, REPO, copy_run, open_page
 from helpers.pages import charts_by_title, figures, legend_lines, plotly_values, section_labels

@@ -11,7 +11,7 @@ import pytest
 import rundash_core as rd
 from rundash_core import frames
 from rundash_core.health.checks import Signals, Thresholds, health, health_state
-from rundash_core.run import Overview
+from rundash_core.overview import Overview
 
 from helpers import DATA
 from helpers.health import DT, T0, noise, signals, tidy

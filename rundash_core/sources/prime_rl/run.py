@@ -12,7 +12,8 @@ from rundash_core import cache
 from rundash_core.io.configs import dig, load_config_file
 from rundash_core.io.files import mtime, walk_files
 from rundash_core.metrics.store import MetricStore, empty_tidy, shared_store
-from rundash_core.run import Overview, Problem, Run, utc
+from rundash_core.overview import Overview, utc
+from rundash_core.run import Problem, Run
 from rundash_core.sources.prime_rl.ends import metrics_ends
 from rundash_core.sources.prime_rl.layout import (
     ATTEMPT,

@@ -41,7 +41,8 @@ from rundash_core import cache, episode_ids, frames
 from rundash_core.io.files import FileId, describe_unreadable, file_id, read_range, shown_path
 from rundash_core.io.jsonl import LineProblems, parse_jsonl_bytes
 from rundash_core.metrics.block import TidyLog
-from rundash_core.run import Overview, Problem, Run, utc
+from rundash_core.overview import Overview, utc
+from rundash_core.run import Problem, Run
 from rundash_core.sources.relax.rollout_file import (
     INT64_MAX,
     PRODUCERS,

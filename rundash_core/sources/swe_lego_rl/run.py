@@ -36,7 +36,8 @@ import pandas as pd
 
 from rundash_core import cache, episode_ids, frames
 from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots
-from rundash_core.run import Overview, Problem, utc
+from rundash_core.overview import Overview, utc
+from rundash_core.run import Problem
 from rundash_core.sources.swe_lego_rl import harbor, harbor_steps, harbor_val
 from rundash_core.sources.swe_lego_rl.harbor_episode import trial_episode
 from rundash_core.sources.swe_lego_rl.marks import LogMarks, log_marks  # noqa: F401 (LogMarks: part of this module's surface)

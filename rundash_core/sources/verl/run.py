@@ -21,7 +21,8 @@ import pandas as pd
 from rundash_core import cache
 from rundash_core.io.files import file_id, read_range, shown_path
 from rundash_core.metrics.store import MetricStore, empty_tidy, shared_store
-from rundash_core.run import Overview, Problem, Run, utc
+from rundash_core.overview import Overview, utc
+from rundash_core.run import Problem, Run
 from rundash_core.sources.verl import dumps as verl_dumps
 from rundash_core.sources.verl.config_text import HEAD, ConfigPrint, config_at
 from rundash_core.sources.verl.file_logger import FileLoggerTail
