@@ -23,6 +23,7 @@ or skipped is in `skipped` (sentence, byte offset) for the format reader to name
 """
 from __future__ import annotations
 
+import copy
 import os
 import time
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ class ByteTail:
     """Follows one append-only file; `read_lines()` returns only what is new since last time."""
 
     cr_ends = False  # True: `\r` ends a redraw (tqdm): an overlong line keeps its last redraw
+    line_cap = LINE_CAP  # a longer line is cut here (a format whose records run longer sets more)
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
@@ -90,6 +92,15 @@ class ByteTail:
         self._skipping = False  # inside a cut line: bytes are skipped up to its newline
         self.skipped: list[tuple[str, int]] = []  # (what was cut or skipped, byte offset), for the reader
 
+    def fork(self) -> ByteTail:
+        """A copy that reads on from here while this one stays as it was: a follower kept as a
+        value in the shared cache (`sources.prime_rl.lines`) is forked, never moved, so a reader
+        holding the old value still sees it whole."""
+        other = copy.copy(self)
+        other._pending = None if self._pending is None else list(self._pending)
+        other.skipped = list(self.skipped)
+        return other
+
     @property
     def pending_bytes(self) -> int:
         """Bytes of a partial last line held back until its newline arrives."""
@@ -97,7 +108,7 @@ class ByteTail:
 
     def read_lines(self, max_bytes: int | None = None) -> NewLines | None:
         """The next complete lines (about `max_bytes` of new bytes at most, never more than
-        WINDOW_BYTES; at least one whole line when one is there, cut at LINE_CAP). None when no
+        WINDOW_BYTES; at least one whole line when one is there, cut at `line_cap`). None when no
         line is new (a partial line only), or the file cannot be read (see `error`)."""
         while (new := self._read_lines(min(max_bytes or WINDOW_BYTES, WINDOW_BYTES))) is _AGAIN:
             pass
@@ -130,7 +141,7 @@ class ByteTail:
         self.reads += len(new)
         if run is not None:
             return self._before_run(new[:run[0] - self._seen], run, reset)
-        if b"\n" not in new and self._pending_len() + len(new) >= LINE_CAP:
+        if b"\n" not in new and self._pending_len() + len(new) >= self.line_cap:
             return self._cut_line(new, fid, reset)
         self._seen += len(new)
         self._checkpoint = advance_checkpoint(self._checkpoint, new)
@@ -162,12 +173,12 @@ class ByteTail:
         return self._seen - self.offset if not self._held else 0
 
     def _line_so_far(self, new: bytes) -> bytes:
-        """The partial line before `new` and `new`, at most LINE_CAP bytes."""
+        """The partial line before `new` and `new`, at most `line_cap` bytes."""
         if self._pending is None:
-            head = read_range(self.path, self.offset, min(self._seen, self.offset + LINE_CAP))
+            head = read_range(self.path, self.offset, min(self._seen, self.offset + self.line_cap))
         else:
             head = b"".join(self._pending)
-        return (head + new[:max(0, LINE_CAP - len(head))])[:LINE_CAP]
+        return (head + new[:max(0, self.line_cap - len(head))])[:self.line_cap]
 
     def take_skipped(self) -> list[tuple[str, int]]:
         """What was cut or skipped since the last call, (sentence, byte offset), for the reader to name."""
@@ -193,8 +204,8 @@ class ByteTail:
             new = self._resume_held(new)
         start = self.offset
         data = self._line_so_far(b"") if self._pending_len() else b""
-        if len(data) < self._pending_len():  # (a partial line over LINE_CAP: kept cut)
-            self._note(f"a line longer than {size_text(LINE_CAP)} from byte {start:,} (cut there)", start)
+        if len(data) < self._pending_len():  # (a partial line over `line_cap`: kept cut)
+            self._note(f"a line longer than {size_text(self.line_cap)} from byte {start:,} (cut there)", start)
         data += new
         if _inked(data[data.rfind(b"\n") + 1:]):
             data += b"\n"
@@ -206,7 +217,7 @@ class ByteTail:
         return NewLines(data, len(data), start, reset, redo, False)
 
     def _cut_line(self, new: bytes, fid: FileId, reset: bool):
-        """A line over LINE_CAP: its first LINE_CAP bytes are handed out as a line (with
+        """A line over `line_cap`: its first `line_cap` bytes are handed out as a line (with
         `cr_ends`, its last redraw), its rest skipped to its newline, a window at a time."""
         start = self.offset
         head = self._line_so_far(new)
@@ -215,11 +226,11 @@ class ByteTail:
             last_cr = start + cr + 1
         stop = end - 1 if newline else end
         if self.cr_ends and last_cr is not None:
-            head = read_range(self.path, last_cr, min(stop, last_cr + LINE_CAP))
+            head = read_range(self.path, last_cr, min(stop, last_cr + self.line_cap))
             self._note(f"a line of {size_text(stop - start)} of \\r redraws from byte {start:,} "
                        "(its last redraw kept)", start)
         else:
-            self._note(f"a line longer than {size_text(LINE_CAP)} from byte {start:,} (cut there)", start)
+            self._note(f"a line longer than {size_text(self.line_cap)} from byte {start:,} (cut there)", start)
         self._jump(end, fid)
         self._skipping = not newline and end == fid.size
         redo, self._redo_due = self._redo_due, False
@@ -252,7 +263,7 @@ class ByteTail:
             return read_range(self.path, start, size)
         end = start + max_bytes
         parts = [read_range(self.path, start, end)]
-        size = min(size, start + max(max_bytes, LINE_CAP - self._pending_len()))  # a line is cut there
+        size = min(size, start + max(max_bytes, self.line_cap - self._pending_len()))  # a line is cut there
         while (parts[-1].find(b"\n", 0 if parts[1:] else after) < 0 and end < size
                and b"\0" * NUL_RUN_BYTES not in parts[-1]):  # a line over a block
             more = read_range(self.path, end, min(size, end + max_bytes * len(parts)))

@@ -4,6 +4,7 @@ stages, dedupe against the stream, bad and vanishing files, and the demo's live 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -171,7 +172,7 @@ def test_a_live_file_is_followed_from_where_the_last_read_ended(run_dir):
     first = good[:good.index(b"\n") + 1]
     path.write_bytes(first + good[len(first):len(first) + 10])  # one line and a torn one
     assert len(live._lines(str(path))) == 1
-    assert cache.shared.peek(("prime-rl-live", os.path.realpath(path)))[1].end == len(first)
+    assert cache.shared.peek(("prime-rl-live", os.path.realpath(path)))[1].tail.offset == len(first)
     with open(path, "ab") as f:  # the writer goes on
         f.write(good[len(first) + 10:])
     assert len(live._lines(str(path))) == good.count(b"\n")
@@ -180,3 +181,31 @@ def test_a_live_file_is_followed_from_where_the_last_read_ended(run_dir):
     assert [p.what for p in live.live_problems(str(run_dir))] == ["1 complete line not a JSON object (skipped)"]
     path.unlink()
     assert live.live_problems(str(run_dir)) == []
+
+
+def test_a_last_line_without_newline_counts_once_still_and_is_taken_back_if_it_goes_on(tmp_path, monkeypatch):
+    """`lines.objects` follows with the one line follower (`ByteTail`, forked per read): a last
+    line without its newline waits while the file is written, and counts once it is still: a
+    finished file's last object is kept, a torn one is named as not an object; should the writer
+    go on with that line, its first reading is taken back; a value read earlier stays as it was."""
+    from rundash_core import cache
+    from rundash_core.io import bytetail
+    from rundash_core.sources.prime_rl import lines
+
+    path = tmp_path / "index.jsonl"
+    key = ("t-index", os.path.realpath(path))
+    keep = lambda offset, length, obj: (offset, length, obj["i"])
+    path.write_bytes(b'{"i": 1}\n{"i": 2}')  # finished without a final newline
+    monkeypatch.setattr(bytetail, "SETTLE_S", 1e9)  # never still: the last line waits
+    assert lines.objects(str(path), "t-final", keep) == [(0, 9, 1)]
+    monkeypatch.setattr(bytetail, "SETTLE_S", -1e9)  # still at once: the last line is read
+    assert lines.objects(str(path), "t-final", keep) == [(0, 9, 1), (9, 8, 2)]
+
+    path.write_bytes(b'{"i": 1}\n{"i": 2')  # torn mid-line, then still
+    first = lines.objects(str(path), "t-index", keep)
+    assert first == [(0, 9, 1)] and lines.BAD_LINES[key[1]] == (1, 2)
+    with open(path, "ab") as f:  # the writer went on with that line ("i": 23), then a new one
+        f.write(b'3}\n{"i": 4}\n')
+    assert lines.objects(str(path), "t-index", keep) == [(0, 9, 1), (9, 10, 23), (19, 9, 4)]
+    assert key[1] not in lines.BAD_LINES and first == [(0, 9, 1)]  # (the value handed out before is unchanged)
+    assert cache.shared.peek(key)[1].tail.offset == path.stat().st_size

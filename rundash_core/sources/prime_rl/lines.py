@@ -5,22 +5,22 @@ read by its offset (plain chunk by byte seek, sealed chunk through its seek tabl
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import orjson
 import zstandard
 
 from rundash_core import cache
-from rundash_core.io import zst_seekable
-from rundash_core.io.bytetail import CHECKPOINT_BYTES, only_grew
-from rundash_core.io.files import file_id, open_file, read_range
-from rundash_core.io.holes import line_end, nul_run_fd, run_text, size_text
+from rundash_core.io import bytetail, zst_seekable
+from rundash_core.io.bytetail import ByteTail
+from rundash_core.io.files import file_id, open_file
 from rundash_core.run import Problem
 
 MAX_LINE = 64 << 20  # a record line read by its offset is at most this long (else: not complete)
 READ_AHEAD = 16 << 20  # a wrong next offset must not read gigabytes: the rest goes line-wise
 WINDOW = 16 << 20  # bytes of a JSON-lines file read per look
-MAX_RECORD = MAX_LINE  # a longer line (no index row or trace is this long) is skipped, named
+MAX_RECORD = MAX_LINE  # a longer line (no index row or trace is this long) is cut, named
 MAX_SKIPPED = 20
 
 
@@ -65,33 +65,44 @@ def _read_to_newline(fh) -> bytes:
     return b"".join(parts)
 
 
+class RecordLines(ByteTail):
+    """The follower of one JSON-lines file of a traces folder: a trace line may run long (whole
+    episodes), so lines are cut only past MAX_RECORD."""
+
+    line_cap = MAX_RECORD
+
+
 @dataclass(frozen=True)
 class _Parsed:
-    """What a JSON-lines file gave so far: the kept objects, where its complete lines end (a torn
-    last line waits for its newline), its lines that are not objects, and its last bytes read (if
-    they are unchanged, the file only grew: `bytetail.only_grew`)."""
+    """What a JSON-lines file gave so far: the kept objects, the follower that read them (forked
+    to read on, so this value never changes: `ByteTail.fork`), its lines that are not objects, what
+    was passed over, and whether the last item came from a last line without its newline (`held`:
+    should that line go on, the item is taken back)."""
 
-    end: int
+    tail: ByteTail
     items: list
     lines: int = 0
     bad: int = 0
     first_bad: int | None = None
-    checkpoint: bytes = b""
     skipped: tuple = ()  # (what, line): runs of NUL bytes and overlong lines passed over
+    held: tuple = (False, False)  # (the held last line gave an item, it was a bad line)
 
 
 def objects(path: str, what: str, keep) -> list:
     """`keep(offset, length with the newline, object)` of every complete JSON-object line of a file
-    (a torn last line is left out), shared under `what`. A file that grew is read from where the
-    last read ended (a live index of 70k episodes costs its new lines, not a re-parse); one
-    replaced, truncated or rewritten in its last bytes is read again whole. Only what `keep`
-    returns is kept."""
+    (a torn last line waits for its newline; a last line without one counts once the file is still,
+    `bytetail.SETTLE_S`), shared under `what`. A file that grew is read from where the last read
+    ended (a live index of 70k episodes costs its new lines, not a re-parse); one replaced,
+    truncated or rewritten in its last bytes is read again whole (`ByteTail` decides both). Only
+    what `keep` returns is kept."""
     fid = file_id(path)
     if fid is None:
         return []
     key = (what, os.path.realpath(path))
     have = cache.shared.peek(key)
-    parsed = cache.shared.current(key, fid, lambda: _parse(path, fid, keep, have), size=lambda v: _sampled_size(v.items))
+    settled = time.time() - fid.mtime >= bytetail.SETTLE_S  # (once still, a last line without newline counts)
+    parsed = cache.shared.current(key, (fid, settled), lambda: _parse(path, keep, have),
+                                  size=lambda v: _sampled_size(v.items))
     if parsed is None:
         return []
     if parsed.bad:
@@ -105,60 +116,50 @@ def objects(path: str, what: str, keep) -> list:
     return parsed.items
 
 
-def _parse(path: str, fid, keep, have) -> _Parsed:
-    """The file's complete lines parsed on from the last read (`have`: (its file id, `_Parsed`)),
-    a bounded window at a time: a run of NUL bytes (a sparse hole, a crash's zeros) ends the line
-    before it and is skipped unread, a line longer than MAX_RECORD is skipped; both are named."""
-    old_fid, before = have if have is not None else (None, _Parsed(0, []))
-    if not only_grew(path, fid, since=old_fid, end=before.end, checkpoint=before.checkpoint):
-        before = _Parsed(0, [])  # replaced, truncated or rewritten: read again whole
-    items, line, bad, first, skipped = [], before.lines, before.bad, before.first_bad, list(before.skipped)
-    at, size = before.end, fid.size
-
-    def take(offset: int, raw: bytes, length: int) -> None:
-        nonlocal line, bad, first
-        line += 1
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            items.append(keep(offset, length, obj))
-        elif raw.strip():
-            bad, first = bad + 1, first or line
-    with open_file(path) as fh:
-        fd = fh.fileno()
-        while at < size:
-            data = os.pread(fd, min(WINDOW, size - at), at)
-            run = nul_run_fd(fd, data, at, size)
-            body = data if run is None else data[:run[0] - at]
-            pos = 0
-            while (end := body.find(b"\n", pos)) >= 0:
-                take(at + pos, body[pos:end], end + 1 - pos)
-                pos = end + 1
-            if run is not None:  # the line before the run ends there
-                if body[pos:].strip():
-                    take(at + pos, body[pos:], len(body) - pos)
-                skipped.append((run_text(run), line + 1))
-                at = run[1]
-            elif pos:
-                at += pos
-            elif len(data) == WINDOW:  # one line longer than the window
-                end, newline, _cr = line_end(path, at + len(data), size)
-                if newline and end - at <= MAX_RECORD:
-                    take(at, os.pread(fd, end - 1 - at, at), end - at)
-                elif newline or end < size:
-                    line += 1
-                    skipped.append((f"a line of {size_text(end - at)} (longer than {size_text(MAX_RECORD)}: "
-                                    "skipped)", line))
-                else:
-                    break  # a long torn last line: read when its newline arrives
-                at = end
-            else:
-                break  # a torn last line waits for its newline
-    checkpoint = read_range(path, max(0, at - CHECKPOINT_BYTES), at) if at else b""
-    return _Parsed(at, before.items + items if before.items else items, line, bad, first, checkpoint,
-                   tuple(skipped[:MAX_SKIPPED]))
+def _parse(path: str, keep, have) -> _Parsed | None:
+    """The file's lines parsed on from the last read (`have`: (stamp, `_Parsed`)), by its forked
+    follower, a bounded window at a time: a run of NUL bytes (a sparse hole, a crash's zeros) ends
+    the line before it and is skipped unread, a line longer than MAX_RECORD is cut (and so not an
+    object); both are named."""
+    before = have[1] if have is not None else None
+    tail = before.tail.fork() if before is not None else RecordLines(path)
+    items = list(before.items) if before is not None else []
+    line, bad, first = (before.lines, before.bad, before.first_bad) if before is not None else (0, 0, None)
+    skipped = list(before.skipped) if before is not None else []
+    held_item, held_bad = before.held if before is not None else (False, False)
+    while (new := tail.read_lines(WINDOW)) is not None:
+        if new.reset:
+            items, line, bad, first, skipped = [], 0, 0, None, []
+        elif new.redo:  # the held last line went on: take back what it gave
+            line -= 1
+            if held_item:
+                items.pop()
+            if held_bad:
+                bad -= 1
+        held_item = held_bad = False
+        data, at, last = new.view, 0, new.cut
+        notes = tail.take_skipped()
+        while at < last:
+            end = new.data.find(b"\n", at, last)
+            stop = last if end < 0 else end
+            line += 1
+            try:
+                obj = orjson.loads(data[at:stop])
+            except orjson.JSONDecodeError:
+                obj = None
+            is_last = end < 0 or end + 1 == last
+            if isinstance(obj, dict):
+                items.append(keep(new.start + at, (end + 1 if end >= 0 else last) - at, obj))
+                held_item = new.held and is_last
+            elif bytes(data[at:stop]).strip():
+                bad, first = bad + 1, first or line
+                held_bad = new.held and is_last
+            at = stop + 1
+        for note, offset in notes:
+            skipped.append((note, line - new.data.count(b"\n", max(0, offset - new.start), last) + 1))
+    if tail.error is not None and tail.fid is None:
+        return None
+    return _Parsed(tail, items, line, bad, first, tuple(skipped[:MAX_SKIPPED]), (held_item, held_bad))
 
 
 # real path -> (complete lines that are not a JSON object, the first one's line number), as last parsed
