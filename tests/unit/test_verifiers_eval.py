@@ -100,3 +100,27 @@ def test_the_newest_layout_still_wins():
     """With a stream index, the variants are not listed (spec 9: newest layout first)."""
     run_dir = next((DATA / "prime-rl-traces").glob("math-python*"))
     assert prime_rl_traces.samples(str(run_dir))["locator"].str.contains("stream").all()
+
+
+def test_an_eval_file_finished_without_a_final_newline_lists_and_opens_its_last_episode(tmp_path):
+    """A finished `traces.jsonl` whose last record has no newline (a writer that never wrote one):
+    once the file is still, that record is listed and opens; while the file is fresh it waits."""
+    import os
+    import time
+
+    run_dir = tmp_path / EVAL_RUN.name
+    shutil.copytree(EVAL_RUN, run_dir)
+    records = json_lines(EVAL_RUN / "traces.jsonl")
+    data = b"\n".join(json.dumps(r).encode() for r in records)  # whole records, no final newline
+    (run_dir / "traces.jsonl").write_bytes(data)
+    fresh = rd.open_run(run_dir).samples()
+    assert len(fresh) == len(records) - 1  # still being written, for all anyone knows
+    old = time.time() - 3600
+    os.utime(run_dir / "traces.jsonl", (old, old))
+    run = rd.open_run(run_dir)
+    samples = run.samples()
+    assert len(samples) == len(records)
+    last = run.episode(samples["sample_id"].iloc[-1])
+    assert last.sample_id == samples["sample_id"].iloc[-1] and last.raw["id"] == records[-1]["id"]
+    assert samples["env"].iloc[-1] == records[-1]["env"]["name"]
+    assert not [p for p in run.problems() if "traces.jsonl" in p.path]

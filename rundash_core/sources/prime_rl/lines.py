@@ -41,13 +41,22 @@ def read_record_line(plain: str, offset: int, length: int = 0) -> bytes:
             data = fh.read(min(length, READ_AHEAD)) if length > 0 else b""
             if b"\n" not in data:
                 data += _read_to_newline(fh)
-            if b"\n" not in data:
-                raise TornRecord(f"{plain}: the line at {offset} is not complete yet")
-            return data[:data.index(b"\n")]
+            if b"\n" in data:
+                return data[:data.index(b"\n")]
+            if data.strip() and _still_last_line(fh, offset + len(data)):
+                return data  # a finished file's last line, written without its newline (`objects` lists it)
+            raise TornRecord(f"{plain}: the line at {offset} is not complete yet")
     try:
         return zst_seekable.read_line(plain + ".zst", offset)  # sealed (also: sealed since listing)
     except zstandard.ZstdError as e:  # a corrupt frame behind an intact seek table
         raise zst_seekable.SeekableError(f"{plain}.zst: {e}") from e
+
+
+def _still_last_line(fh, end: int) -> bool:
+    """Does the file end at `end` and has it been still long enough (`bytetail.SETTLE_S`) for a last
+    line without newline to count as finished?"""
+    st = os.fstat(fh.fileno())
+    return st.st_size == end and time.time() - st.st_mtime >= bytetail.SETTLE_S
 
 
 def _read_to_newline(fh) -> bytes:
