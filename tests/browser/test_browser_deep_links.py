@@ -1,12 +1,12 @@
 """Every page opened by a deep link (/<page>?run=<id>, a link a colleague pastes) loads with no
-browser console error, no failed request and no 4xx/5xx response: at the server root and under
-`--base-path /rundash`, both started by `rundash` itself. Streamlit's frontend alone probes
+browser console error, no failed request and no 4xx/5xx response, at the server root of a server
+started by `rundash` itself (the same walk under `--base-path`, offline, is in
+test_browser_offline.py). Streamlit's frontend alone probes
 /<page>/_stcore/health and /<page>/_stcore/host-config first (two 404s); `app.py` (its ASGI app) tells it where
 the server is (`rundash_core.serve.deep_links`)."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from urllib.parse import quote, urlparse
 
 import pytest
@@ -21,10 +21,6 @@ RUN_ID = "math-python+wiki-search--qwen3-4b--0b45f1ec"
 TIMEOUT = 60_000  # ms: two cores shared with whatever else runs
 
 
-def _launch(base: Path, base_path: str | None):
-    """`rundash OUT --port P [--base-path …]` (default host: 127.0.0.1); yields the app's URL."""
-    with launched_rundash(base, [str(base / "outputs"), *(["--base-path", base_path] if base_path else [])]) as (port, _log):
-        yield f"http://127.0.0.1:{port}{base_path or ''}"
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +30,11 @@ def runs_dir(tmp_path_factory):
     return base
 
 
-@pytest.fixture(scope="module", params=[None, "/rundash"], ids=["root", "base-path"])
-def served(request, runs_dir):
-    yield from _launch(runs_dir, request.param)
+@pytest.fixture(scope="module")
+def served(runs_dir):
+    """`rundash OUT --port P` (default host: 127.0.0.1); yields the app's URL."""
+    with launched_rundash(runs_dir, [str(runs_dir / "outputs")]) as (port, _log):
+        yield f"http://127.0.0.1:{port}"
 
 
 def _open_and_collect(browser, url: str) -> tuple[list[str], str]:
@@ -60,10 +58,9 @@ def _open_and_collect(browser, url: str) -> tuple[list[str], str]:
 
 
 def test_every_page_opened_by_a_deep_link_logs_no_error(served, browser):
-    prefix = urlparse(served).path  # "" or "/rundash"
     for stem, title, default in nav_pages():
-        path = f"{prefix}/" + ("" if default else stem)
-        problems, landed = _open_and_collect(browser, f"{served}{path.removeprefix(prefix)}?run={quote(RUN_ID, safe='')}")
+        path = "/" + ("" if default else stem)
+        problems, landed = _open_and_collect(browser, f"{served}{path}?run={quote(RUN_ID, safe='')}")
         assert problems == [], (title, problems)
         assert landed == path, (title, landed)  # the page itself, not the main page instead
 

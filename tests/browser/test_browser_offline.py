@@ -1,17 +1,23 @@
 """The launched app in an air-gapped browser, behind a base path: `rundash --base-path /rd` on the
 demo, Chromium with every request not to 127.0.0.1 aborted (and recorded). Every page of the
-navigation renders under /rd/ with no exception and no outside request; a bundle uploaded on the
-Import page becomes a run of the session, a hostile one is refused."""
+navigation, opened by a deep link (/rd/<page>?run=<id>, in a fresh context: a link a colleague
+pastes) renders under /rd/ with no exception, no browser console error, no failed request, no
+4xx/5xx response and no outside request (the same walk at the server root is
+test_browser_deep_links.py); a bundle uploaded on the Import page becomes a run of the session, a
+hostile one is refused."""
 from __future__ import annotations
 
 import io
 import re
 import tarfile
 import urllib.request
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
+
+import rundash_core as rd
+from rundash_core.demo import ensure_demo
 
 from helpers import OLD_RUN, nav_pages
 from helpers.browser import CHROMIUM, CHROMIUM_ARGS
@@ -27,28 +33,36 @@ def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("offline")
     (base / "work").mkdir()
     with launched_rundash(base, ["--yes", "--host", "127.0.0.1", "--base-path", BASE], cwd=base / "work") as (port, log):
-        yield {"url": f"http://127.0.0.1:{port}{BASE}/", "port": port, "log": log}
+        yield {"url": f"http://127.0.0.1:{port}{BASE}/", "port": port, "log": log, "demo": base / "cache" / "demo"}
 
 
-@pytest.fixture(scope="module")
-def offline_page(server):
-    """One browser, one context, every outside request aborted and recorded."""
-    outside: list[str] = []
-
+def _outside_aborted(outside: list[str]):
+    """A route handler: requests to 127.0.0.1 go on, every other is aborted and recorded."""
     def route(r):
         if urlparse(r.request.url).hostname == "127.0.0.1":
             r.continue_()
         else:
             outside.append(r.request.url)
             r.abort()
+    return route
 
+
+@pytest.fixture(scope="module")
+def offline_browser():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
-        ctx.route("**/*", route)
-        page = ctx.new_page()
-        yield page, outside
+        yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def offline_page(offline_browser):
+    """One context, every outside request aborted and recorded."""
+    outside: list[str] = []
+    ctx = offline_browser.new_context(viewport={"width": 1600, "height": 1000})
+    ctx.route("**/*", _outside_aborted(outside))
+    yield ctx.new_page(), outside
+    ctx.close()
 
 
 def _settled(page) -> None:
@@ -64,21 +78,43 @@ def test_the_server_answers_under_the_base_path(server):
     assert f"ssh -N -L {server['port']}:127.0.0.1:{server['port']} " in server["log"].read_text()
 
 
-def test_every_page_renders_offline_under_the_base_path(server, offline_page):
-    page, outside = offline_page
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    for stem, title, default in nav_pages():
-        page.goto(server["url"] + ("" if default else stem))
+def _deep_link_problems(browser, url: str) -> tuple[list[str], list[str], str]:
+    """Open `url` in a fresh context (no cookies, no session, outside requests aborted): every
+    console error, page error, failed request, 4xx/5xx response and Streamlit exception until the
+    script has run, the outside requests, and the path it settled on."""
+    outside: list[str] = []
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    ctx.route("**/*", _outside_aborted(outside))
+    page = ctx.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text} ({m.location.get('url')})"))
+    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+    page.on("requestfailed", lambda r: urlparse(r.url).hostname == "127.0.0.1"
+            and problems.append(f"failed: {r.url} ({r.failure})"))
+    page.on("response", lambda r: r.status >= 400 and problems.append(f"{r.status}: {r.url}"))
+    try:
+        page.goto(url)
         expect(page.get_by_test_id("stSidebar").get_by_text("rundash", exact=True)).to_be_visible(timeout=60000)
         _settled(page)
-        assert page.get_by_test_id("stException").count() == 0, title
-        assert page.get_by_text("could not be shown").count() == 0, title
-        assert urlparse(page.url).path.startswith(BASE + "/"), page.url
-        if default:
-            expect(page.get_by_text("Runs (", exact=False)).to_be_visible(timeout=30000)
-    assert outside == [], f"requests to outside hosts: {outside}"
-    assert errors == []
+        if page.get_by_test_id("stException").count():
+            problems.append("a Streamlit exception box")
+        if page.get_by_text("could not be shown").count():
+            problems.append("a part that could not be shown")
+        return problems, outside, urlparse(page.url).path
+    finally:
+        ctx.close()
+
+
+def test_every_page_opened_by_a_deep_link_renders_offline_under_the_base_path(server, offline_browser):
+    demo = rd.discover([ensure_demo(server["demo"])])  # (what the app writes on its first page: written now)
+    run_id = demo[demo["kind"] == "prime-rl"]["run_id"].iloc[0]
+    for stem, title, default in nav_pages():
+        path = f"{BASE}/" + ("" if default else stem)
+        problems, outside, landed = _deep_link_problems(
+            offline_browser, f"http://127.0.0.1:{server['port']}{path}?run={quote(run_id, safe='')}")
+        assert problems == [], (title, problems)
+        assert outside == [], (title, f"requests to outside hosts: {outside}")
+        assert landed == path, (title, landed)  # the page itself, not the main page instead
 
 
 def _bundle(name: str, hostile: bool = False) -> bytes:
