@@ -12,6 +12,22 @@ from rundash_core.io import jsonl
 from helpers import NEW_RUN, OLD_RUN, copy_run
 
 
+def _scan_components_once() -> None:
+    """Every AppTest starts a Streamlit runtime, and each runtime scans the metadata of every
+    installed distribution for Streamlit components (`manifest_scanner.scan_component_manifests`):
+    0.23 s of a 0.36 s page test here. What is installed does not change while the tests run, so
+    each test process scans once (the servers the browser tests start scan as they always do)."""
+    import functools
+
+    from streamlit.components.v2 import manifest_scanner
+
+    if not hasattr(manifest_scanner.scan_component_manifests, "cache_info"):
+        manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+
+
+_scan_components_once()
+
+
 @pytest.fixture
 def parsed(monkeypatch):
     """Record every byte range handed to the JSONL parser."""
