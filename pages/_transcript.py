@@ -17,6 +17,7 @@ from rundash_core.views import transcript_markup as tm
 
 LONG_CHARS = 3000  # longer texts scroll in place, in a fixed-height box
 BOX_PX = 420
+PAGE_ENTRIES = 100  # entries drawn at once: a 900-message agent transcript took the browser 9-14 s whole
 
 
 def _text_block(text: str, *, language: str = "text") -> None:
@@ -34,6 +35,18 @@ def _markup_block(text: str, mask, *, response: bool = False) -> None:
         st.html(tm.to_html(parts))
     with st.expander("Raw text (copy)"):
         _text_block(text)
+
+
+def _one_page(entries: list[int], sample_id: str) -> list[int]:
+    """The entries of the page picked (PAGE_ENTRIES at a time; a search pages its hits)."""
+    if len(entries) <= PAGE_ENTRIES:
+        return entries
+    pages = -(-len(entries) // PAGE_ENTRIES)
+    page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, step=1, key=f"tr_page:{sample_id}",
+                           help=f"{PAGE_ENTRIES} entries at a time; Search finds messages on every page.")
+    first = (int(page) - 1) * PAGE_ENTRIES
+    st.caption(f"Entries {first + 1}–{min(first + PAGE_ENTRIES, len(entries))} of {len(entries)}")
+    return entries[first:first + PAGE_ENTRIES]
 
 
 def transcript(episode: Episode) -> None:
@@ -63,7 +76,7 @@ def transcript(episode: Episode) -> None:
     elif not messages:
         st.caption("This episode has no messages.")
     folded = tm.folded_results(messages)
-    for i in tm.transcript_entries(messages, hits if query else None):
+    for i in _one_page(tm.transcript_entries(messages, hits if query else None), episode.sample_id):
         m = messages[i]
         label = f"{i + 1}. {m.role}" + (f" · {m.tokens} tokens" if m.tokens is not None else "")
         if m.tool_calls:

@@ -18,6 +18,11 @@ def _entries(at) -> list:
     return [e for e in at.expander if e.label.split(" ")[0].rstrip(".\\").isdigit()]
 
 
+def _number(entry) -> int:
+    """The message number an entry's label starts with ("12\\. assistant · …": Markdown-escaped)."""
+    return int(entry.label.split(" ")[0].rstrip(".\\"))
+
+
 def _codes(block) -> list[str]:
     return [c.value.strip() for c in block.code]
 
@@ -97,3 +102,30 @@ def test_short_messages_open_and_long_ones_are_collapsed_on_the_page(monkeypatch
     assert [e.proto.expanded for e in _entries(at)] == want
     at.toggle(key="tr_expand").set_value(True).run()
     assert all(e.proto.expanded for e in _entries(at))
+
+
+def test_a_long_transcript_is_drawn_a_page_of_entries_at_a_time_and_search_reaches_every_page(monkeypatch, tmp_path):
+    """A planted SWE-Lego-RL trial holds hundreds of entries: the page draws PAGE_ENTRIES of them
+    (the browser took 9-14 s for all of them), the page picker shows the rest, a search finds a
+    message on a later page."""
+    from pages import _transcript
+
+    from helpers.planted_runs import plant_lego
+
+    planted = plant_lego(tmp_path / "runs")
+    run = rd.open_run(planted.path)
+    sid, ep = next((s, e) for s in run.samples()["sample_id"]
+                   if len(tm.transcript_entries((e := run.episode(s)).messages)) > _transcript.PAGE_ENTRIES)
+    entries = tm.transcript_entries(ep.messages)
+    at = open_page(monkeypatch, tmp_path / "runs", PAGE, {"run": run.run_id, "sample": sid})
+    assert [_number(e) for e in _entries(at)] == [i + 1 for i in entries[:_transcript.PAGE_ENTRIES]]
+    picker = next(n for n in at.number_input if n.label.startswith("Page (of"))
+    pages = -(-len(entries) // _transcript.PAGE_ENTRIES)
+    assert picker.label == f"Page (of {pages})"
+    picker.set_value(pages).run()
+    assert [_number(e) for e in _entries(at)] == [i + 1 for i in entries[(pages - 1) * _transcript.PAGE_ENTRIES:]]
+    last = ep.messages[entries[-1]]
+    word = next(w for w in (last.content or "").split() if len(w) > 6)
+    picker.set_value(1).run()
+    at.text_input(key="tr_search").input(word).run()
+    assert entries[-1] + 1 in [_number(e) for e in _entries(at)]
