@@ -53,19 +53,33 @@ def server_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def browser_cpu_s() -> float:
-    """User + system CPU seconds so far of every Chromium process on this machine (the bench's
-    browsers run on the server's cores: what they spend is not the server's)."""
-    total = 0.0
+def browser_cpu_s(root: int | None = None) -> float:
+    """User + system CPU seconds so far of the Chromium processes this process started (its
+    descendants: the bench's browsers run on the server's cores, what they spend is not the
+    server's; other browsers on the machine, which may exit meanwhile, are not counted)."""
+    parents, names = {}, {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            if not (proc / "comm").read_text().startswith(("chrom", "headless")):
-                continue
-            total += server_cpu_s(int(proc.name))
+            stat = (proc / "stat").read_text()
+            parents[int(proc.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            names[int(proc.name)] = (proc / "comm").read_text()
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
+    ours, todo = set(), [os.getpid() if root is None else root]
+    while todo:
+        pid = todo.pop()
+        kids = [c for c, parent in parents.items() if parent == pid and c not in ours]
+        ours.update(kids)
+        todo += kids
+    total = 0.0
+    for pid in ours:
+        if names[pid].startswith(("chrom", "headless")):
+            try:
+                total += server_cpu_s(pid)
+            except (OSError, ValueError, IndexError):
+                continue
     return total
 
 
