@@ -43,8 +43,8 @@ def read_record_line(plain: str, offset: int, length: int = 0) -> bytes:
                 data += _read_to_newline(fh)
             if b"\n" in data:
                 return data[:data.index(b"\n")]
-            if data.strip() and _still_last_line(fh, offset + len(data)):
-                return data  # a finished file's last line, written without its newline (`objects` lists it)
+            if data.strip() and _still_last_line(fh, offset + len(data)) and _is_json(data):
+                return data  # a finished file's last record, written without its newline (`objects` lists it)
             raise TornRecord(f"{plain}: the line at {offset} is not complete yet")
     try:
         return zst_seekable.read_line(plain + ".zst", offset)  # sealed (also: sealed since listing)
@@ -57,6 +57,14 @@ def _still_last_line(fh, end: int) -> bool:
     line without newline to count as finished?"""
     st = os.fstat(fh.fileno())
     return st.st_size == end and time.time() - st.st_mtime >= bytetail.SETTLE_S
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _read_to_newline(fh) -> bytes:
