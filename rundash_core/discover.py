@@ -31,12 +31,13 @@ from rundash_core.io.files import OUTSIDE_ROOTS, file_id, inside_roots, seed_fil
 from rundash_core.overview import Overview, summary_fields
 from rundash_core.run import Run, RunError
 from rundash_core.sources.verl.overview import stem
+from rundash_core.sources.wandb import run as wandb_run
 
 COLUMNS = ["run_id", "name", "kind", "path", "status", "step", "max_steps", "created", "updated",
            "model", "attempts", "flavor", "train_envs", "eval_envs", "project", "experiment", "duration_s",
            "resumed_from", "error"]  # (the summary's fields: `run.SUMMARY_FIELDS`)
 DEFAULT_DEPTH = 4
-SKIP_NAMES = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env", "harbor_trials", "wandb",
+SKIP_NAMES = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env", "harbor_trials",
                         "checkpoints", "checkpoint", "ckpt", "ckpts"})
 SKIP_PATTERN = re.compile(r"^(?:global_step_?\d+|checkpoint-\d+|step_\d+|iter_\d+|attempt_\d+|latest)$")  # checkpoints, run internals
 MAX_ENTRIES = 20_000  # entries listed per folder; a folder with more is cut (and said so)
@@ -149,6 +150,8 @@ def walk(dirs: list[str], depth: int) -> Walk:
                                  "listed (runs among the others are not shown)")
             if any(e.name == "pyvenv.cfg" for e in entries):
                 continue  # a virtualenv
+            if noise := wandb_run.not_runs(entries):  # a wandb/ folder: W&B's own files, older attempts
+                entries = [e for e in entries if e.name not in noise]
             found = sources.runs_among(entries)
             for path, run_class in sorted(found.items()):
                 add(path, run_class)

@@ -23,7 +23,7 @@ class Overview:
     `summary_fields` where they show it as fields), so no two surfaces can differ.
 
     `name` is what the user named the run: its folder, or its log file without the suffix (what
-    the runs list lists it by); the trainer's own project and experiment names are `project` and
+    the runs list lists it by), or for a W&B run the name it was given (its folder is a stamp); the trainer's own project and experiment names are `project` and
     `experiment`. `step` is steps done. Times come from the data (first and last logged time),
     never from file times, so a copied run reads the same; only `touched` (the newest file time)
     is a file time: it says whether the run is still being written (status "running")."""

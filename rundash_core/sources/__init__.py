@@ -30,9 +30,13 @@ from rundash_core.sources.relax import aliases as relax_aliases
 from rundash_core.sources.relax import run as relax_run
 from rundash_core.sources.relax import sections as relax_sections
 from rundash_core.sources.swe_lego_rl import run as swe_lego_rl_run
+from rundash_core.sources.tensorboard import run as tensorboard_run
+from rundash_core.sources.tracker_keys import aliases as tracker_aliases
+from rundash_core.sources.tracker_keys import sections as tracker_sections
 from rundash_core.sources.verl import aliases as verl_aliases
 from rundash_core.sources.verl import run as verl_run
 from rundash_core.sources.verl import sections as verl_sections
+from rundash_core.sources.wandb import run as wandb_run
 
 # A section table, or a function of (flavor, keys, train_envs, eval_envs) returning one (the
 # sections of some kinds depend on the run: one per eval env, one per validation data source).
@@ -134,6 +138,15 @@ register(Source("relax", relax_run.RelaxRun, relax_run.is_run_dir, child_dirs(re
                 aliases=relax_aliases.ALIASES, concepts=relax_aliases.CONCEPTS,
                 demo=_demo_writer("rundash_core.sources.relax.demo_run", "write_relax_run")),
          before="prime-rl")  # a Relax <save> may also hold logs/, which a prime-rl run dir does
+register(Source("tensorboard", tensorboard_run.TensorBoardRun, tensorboard_run.is_run_dir, child_dirs(tensorboard_run.is_run_dir),
+                "TensorBoard runs are folders holding events.out.tfevents.* files", sections=tracker_sections.sections,
+                aliases=tracker_aliases.ALIASES, concepts=tracker_aliases.CONCEPTS,
+                demo=_demo_writer("rundash_core.sources.tensorboard.demo_run", "write_tensorboard_run")))
+register(Source("wandb", wandb_run.WandbRun, wandb_run.is_run_dir, wandb_run.find_runs,
+                "W&B runs are wandb/run-* or wandb/offline-run-* folders holding run-<id>.wandb",
+                sections=tracker_sections.sections, aliases=tracker_aliases.ALIASES, concepts=tracker_aliases.CONCEPTS,
+                demo=_demo_writer("rundash_core.sources.wandb.demo_run", "write_wandb_run")),
+         before="prime-rl")  # an online run's folder holds logs/, which a prime-rl run dir does too
 
 
 def detect(path: str) -> type[Run] | None:

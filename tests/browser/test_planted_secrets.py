@@ -201,6 +201,17 @@ def ai_text(path: str, other: str) -> str:
                       ai.compare_context(run, them)])
 
 
+QUIET_S = 0.3  # no websocket frame for this long after the script ran: the page got what it gets
+
+
+def quiet_since(page, last: list[float], quiet_s: float, most_s: float = 3.0) -> None:
+    """Wait until no frame has arrived for `quiet_s` seconds (`last[0]`: when the last one did),
+    `most_s` at most: late frames are read too, without a fixed sleep per page."""
+    began = time.monotonic()
+    while time.monotonic() - last[0] < quiet_s and time.monotonic() - began < most_s:
+        page.wait_for_timeout(50)
+
+
 def browser_frames(folder: str) -> dict[str, set[int]]:
     """One server, one browser: every websocket frame received while opening Trajectory (with an
     episode open, and its token view), Logs, Config and Reports (where the run has them) for each
@@ -221,16 +232,20 @@ def browser_frames(folder: str) -> dict[str, set[int]]:
                 sids = episodes_to_open(run)[:1]
                 stems = ["logs"] + ["config"] * bool(run.configs()) + ["reports"] * bool(len(run.reports()))
                 frames: list[bytes] = []
+                last = [time.monotonic()]
+
+                def received(f, frames=frames, last=last):
+                    frames.append(f if isinstance(f, bytes) else f.encode("utf-8", "replace"))
+                    last[0] = time.monotonic()
                 page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
-                page.on("websocket", lambda ws: ws.on(
-                    "framereceived", lambda f: frames.append(f if isinstance(f, bytes) else f.encode("utf-8", "replace"))))
+                page.on("websocket", lambda ws, received=received: ws.on("framereceived", received))
                 urls = [f"trajectory?{urlencode({'run': run_id, 'sample': s})}" for s in sids]
                 urls += [f"trajectory?{urlencode({'run': run_id, 'sample': s, 'tokens': 'true'})}" for s in sids]
                 urls += [f"{stem}?{urlencode({'run': run_id})}" for stem in stems]
                 for url in urls:
                     page.goto(f"http://127.0.0.1:{port}/{url}")
                     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=90000)
-                    page.wait_for_timeout(500)  # (late frames count too)
+                    quiet_since(page, last, QUIET_S)  # (late frames count too)
                 page.context.close()
                 out[kind] = leaked(b"\n".join(frames))
         finally:

@@ -296,9 +296,58 @@ def plant_relax(out: Path) -> PlantedRun:
     return run
 
 
+# TensorBoard ----------------------------------------------------------------------------------------
+def plant_tensorboard(out: Path) -> PlantedRun:
+    """A verl-style TensorBoard run (the demo writer's), and one more launch writing every spelling as
+    a text summary (its config text) and as hparams string values (its config), as
+    `SummaryWriter.add_text` / `add_hparams` write them."""
+    from tensorboardX.summary import hparams, text
+
+    from rundash_core.sources.tensorboard.demo_run import _File, write_tensorboard_run
+
+    folder = write_tensorboard_run(out, project="planted-project", name="tensorboard-planted", t_end=OLD - 7200)
+    f = _File(folder, OLD - 3600)
+    for i, t in enumerate(_texts()):
+        f.summary(text(f"note_{i}", t), 0, OLD - 3600 + i)
+    hp = _File(folder / "planted-hparams", OLD - 3500)
+    for summary in hparams({f"note_{i}": t for i, t in enumerate(_texts())}, {}):
+        hp.summary(summary, 0, OLD - 3500)
+    hp.close()
+    f.close()
+    run = PlantedRun("tensorboard", folder)
+    run.put("text summaries", ALL)
+    run.put("hparams", ALL)
+    _touch_old(folder)
+    return run
+
+
+# W&B ------------------------------------------------------------------------------------------------
+def plant_wandb(out: Path) -> PlantedRun:
+    """A W&B run (the demo writer's records) whose config holds every spelling as a string value and
+    those that parse as JSON as themselves, its display name and history strings too (not metrics)."""
+    from rundash_core.sources.wandb import demo_run, log
+
+    pb = log.wandb_proto()
+    start = OLD - 7200
+    payloads = [demo_run.run_record(pb, "plant0w1", project="planted-project", name="wandb-planted",
+                                    config={**demo_run.config(), **_structured()}, start=start)]
+    for step in range(1, 6):
+        values = {**demo_run.step_values(step, 1), **({f"text_{i}": t for i, t in enumerate(_texts())} if step == 1 else {})}
+        payloads.append(demo_run.history_record(pb, values, step, start + 60 * step, 60.0 * step))
+    payloads.append(demo_run.exit_record(pb, 0, 360.0))
+    folder = out / "wandb" / demo_run.folder_name("plant0w1", start)
+    demo_run.write_attempt(folder, "plant0w1", payloads)
+    run = PlantedRun("wandb", folder)
+    run.put("config values", ALL)
+    run.put("history strings", ALL)
+    _touch_old(out / "wandb")
+    return run
+
+
 def plant(out: Path) -> dict[str, PlantedRun]:
     """One planted run of each kind (and a verl run configured by its command line only) under
     `out` (a tracked folder), by path."""
     out.mkdir(parents=True, exist_ok=True)
-    runs = [plant_prime(out), plant_verl(out), plant_verl_overrides(out), plant_lego(out), plant_relax(out)]
+    runs = [plant_prime(out), plant_verl(out), plant_verl_overrides(out), plant_lego(out), plant_relax(out),
+            plant_tensorboard(out), plant_wandb(out)]
     return {str(r.path): r for r in runs}

@@ -123,7 +123,7 @@ def test_alias_table_lists_every_alias_with_its_conversions():
     t = alias_table()
     assert list(t.columns)[:4] == ["alias", "kind", "candidates", "conversion"]
     assert set(t["alias"]) == set(ALIASES)
-    assert set(t[t["alias"] == "reward"]["kind"]) == {"prime-rl", "verl", "swe-lego-rl", "relax"}
+    assert set(t[t["alias"] == "reward"]["kind"]) == set(rd.KINDS)  # every kind has a reward
     lr = t[(t["alias"] == "learning rate") & (t["kind"] == "verl")].iloc[0]
     assert lr["candidates"].index("actor/lr") < lr["candidates"].index("actor/lr(1e-4)")
     assert "actor/lr(1e-4) × 0.0001" in lr["conversion"] and "train/lr(1e-3) × 0.001" in lr["conversion"]

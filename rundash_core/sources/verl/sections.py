@@ -104,8 +104,9 @@ SFT = [
     ("Performance", [panel("MFU", "train/mfu"), panel("step time (s)", "train/time(s)"),
                      panel("tokens", "train/global_tokens"), panel("total tokens (B)", "train/total_tokens(B)")])]
 
-VAL_KEY = re.compile(r"^(?P<section>val-core|val-aux)/(?P<ds>.+)/(?P<var>[^/]+)/(?P<metric>(?:mean|std)@(?P<n>\d+)"
-                     r"|(?P<agg>best|worst|maj)@(?P<k>\d+)/(?P<stat>mean|std))$")
+# "@" or "_": TensorBoard writers spell verl's mean@4 as mean_4 (a verl run's tensorboard logger)
+VAL_KEY = re.compile(r"^(?P<section>val-core|val-aux)/(?P<ds>.+)/(?P<var>[^/]+)/(?P<metric>(?:mean|std)[@_](?P<n>\d+)"
+                     r"|(?P<agg>best|worst|maj)[@_](?P<k>\d+)/(?P<stat>mean|std))$")
 VAL_TURNS = re.compile(r"^val-aux/num_turns/(min|max|mean)$")
 LEGACY_VAL = re.compile(r"^(?:val/)?test_score/(?P<ds>.+)$")
 
@@ -121,14 +122,14 @@ def _validation(keys: tuple[str, ...], eval_envs: tuple[str, ...]) -> list[Panel
         if m:
             if m["section"] == "val-core":
                 core.setdefault(m["ds"], []).append(k)
-            elif m["metric"].startswith("mean@"):
+            elif m["metric"].startswith(("mean@", "mean_")):
                 aux.setdefault(m["ds"], []).append(k)
         elif (m := LEGACY_VAL.match(k)):
             core.setdefault(m["ds"], []).append(k)
     order = [d for d in eval_envs if d in core or d in aux] + sorted((core.keys() | aux.keys()) - set(eval_envs))
     panels = []
     for ds in order:
-        ks = sorted(core.get(ds, []), key=lambda k: ("test_score" in k, "/mean@" not in k, k))
+        ks = sorted(core.get(ds, []), key=lambda k: ("test_score" in k, not re.search(r"/mean[@_]\d+$", k), k))
         panels += [PanelSpec(f"val score · {ds}", tuple(ks)),
                    PanelSpec(f"val-aux mean · {ds}", tuple(sorted(aux.get(ds, []))))]
     return panels
