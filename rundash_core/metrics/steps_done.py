@@ -16,3 +16,11 @@ def has_finite_value(values: dict, *, skip: tuple = RESERVED) -> bool:
         if finite_float(v, bools=True) is not None:
             return True
     return False
+
+
+def steps_done(last: int | None, first: int | None) -> int | None:
+    """Steps done from the last and first step logged: steps 0..8 are 9 done, steps 1..9 are 9
+    (the summary's `step`, the same rule for every kind that numbers its steps)."""
+    if last is None:
+        return None
+    return last + 1 if first == 0 else last

@@ -11,6 +11,7 @@ import re
 from rundash_core import cache
 from rundash_core.io.configs import dig, load_config_file
 from rundash_core.io.files import mtime, walk_files
+from rundash_core.metrics.steps_done import steps_done
 from rundash_core.metrics.store import MetricStore, empty_tidy, shared_store
 from rundash_core.overview import Overview, utc
 from rundash_core.run import Problem, Run
@@ -226,7 +227,7 @@ class PrimeRLRun(Run):
         train, evals = self._envs()
         return Overview(
             run_id=self.run_id, name=self.name, kind=self.kind, path=self.path,
-            step=last + 1 if last is not None and first_step == 0 else last,  # steps 0..8 of 9: 9 done
+            step=steps_done(last, first_step),
             max_steps=self._max_steps(), created=utc(started), started=utc(started),
             updated=utc(ended if ended is not None else touched), model=self._model(), attempts=len(self.attempts()),
             train_envs=train, eval_envs=evals, flavor=self.flavor(), finished=self._finished(), last_step=last,

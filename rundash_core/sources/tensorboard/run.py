@@ -22,6 +22,7 @@ import pandas as pd
 from rundash_core import cache
 from rundash_core.io.files import walk_files
 from rundash_core.io.unreadable import unreadable_problems
+from rundash_core.metrics.steps_done import steps_done
 from rundash_core.run import Overview, Problem, Run, utc
 from rundash_core.sources.tensorboard.event_file import EventFile
 from rundash_core.sources.tensorboard.events import INSTALL_HINT, is_event_file_name
@@ -179,7 +180,7 @@ class TensorBoardRun(Run):
             eval_envs = list(dict.fromkeys(next(g for g in m.groups() if g) for k in state.names
                                            if (m := VAL_SOURCE.match(k))))
         last = int(finite.max()) if len(finite) else None
-        done = last + 1 if last is not None and len(train) and int(train.min()) == 0 else last
+        done = steps_done(last, int(train.min()) if len(train) else None)
         project, experiment = trainer_names(self.path)
         first = utc(min(firsts)) if firsts else None
         return Overview(

@@ -18,6 +18,7 @@ import pandas as pd
 
 from rundash_core import cache
 from rundash_core.io.files import file_id, read_text
+from rundash_core.metrics.steps_done import steps_done
 from rundash_core.metrics.store import empty_tidy, shared_store
 from rundash_core.overview import RUNNING_WINDOW_S, Overview, utc
 from rundash_core.run import Problem, Run
@@ -251,7 +252,7 @@ class WandbRun(Run):
         return Overview(
             run_id=self.run_id, name=run.get("name") or run.get("run_id") or self.wandb_id, kind=self.kind,
             path=self.path, project=run.get("project") or None,
-            step=top + 1 if top is not None and low == 0 else top, last_step=top,
+            step=steps_done(top, low), last_step=top,
             max_steps=_max_steps(config), created=utc(started), started=utc(started), updated=utc(ended),
             model=tracker_keys.config_model(config), attempts=len(attempts),
             resumed_from=[a.first_step - 1 for a in attempts[1:] if a.first_step],
